@@ -1,0 +1,1 @@
+"""Shared helpers: environments, cfg models, buffers, history, CLI tables and tuning."""
