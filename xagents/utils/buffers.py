@@ -5,8 +5,13 @@ batches into tensors at the graph boundary.
 """
 from __future__ import annotations
 
+import logging
+from typing import NamedTuple
+
 import gymnasium as gym
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 
 class RolloutBuffer:
@@ -27,3 +32,573 @@ class RolloutBuffer:
         self.dones = np.zeros(shape, np.float32)
         self.values = np.zeros(shape, np.float32)
         self.log_probs = np.zeros(shape, np.float32)
+
+
+# Off-policy replay
+# -----------------
+# Every env owns a time column of a ``(rows, n_envs, ...)`` ring, written as a stream of
+# observations: one slot per transition holds its observation (or, for frame stacks, only the
+# newest frame) plus action, reward and flags, and the slot after it holds the next observation.
+# While the episode goes on, that next slot is simply where the following transition is written
+# (same observation, so nothing is stored twice). When the episode ends, the slot keeps the true
+# final observation (Gymnasium's ``info['final_obs']`` under SAME_STEP autoreset) and the next
+# transition starts one slot further on, with the reset observation. The cost is one slot per
+# episode end; the gain is that final observations need no side storage and are never lost.
+
+_EMPTY, _TRANSITION, _PENDING, _FINAL = 0, 1, 2, 3  # what a slot holds (``_kinds``)
+_MAX_REDRAWS = 32  # rejection rounds before sampling falls back to scanning every slot
+
+
+class ReplayBatch(NamedTuple):
+    """Transitions sampled from a replay buffer, ready for an agent's target.
+
+    The target is ``rewards + discounts * Q(next_observations)``: ``rewards`` already sums the
+    discounted rewards of the ``k <= n_steps`` steps taken and ``discounts`` is
+    ``gamma ** k * (1 - terminated)``.
+
+    Attributes:
+        observations: ``(batch, *observation_shape)``, the observation space's dtype.
+        actions: ``(batch, *action_shape)``, the action space's dtype (int64 for Discrete).
+        rewards: ``(batch,)`` float32, discounted sum of up to ``n_steps`` rewards.
+        next_observations: ``(batch, *observation_shape)``, the observation after the last step
+            summed (the true final observation where the episode ended).
+        discounts: ``(batch,)`` float32, ``gamma ** k``, or 0 where the episode terminated.
+        weights: ``(batch,)`` float32 importance-sampling weights (ones for uniform sampling).
+        indices: ``(batch,)`` int64 slot indices, for ``PrioritizedReplayBuffer.update_priorities``.
+    """
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_observations: np.ndarray
+    discounts: np.ndarray
+    weights: np.ndarray
+    indices: np.ndarray
+
+
+class _Window(NamedTuple):
+    """Where the parts of sampled transitions live (internal)."""
+
+    ok: np.ndarray  # (batch,) the transition is sampleable
+    returns: np.ndarray  # (batch,) float64 discounted reward sums
+    discounts: np.ndarray  # (batch,) float64
+    observation_rows: np.ndarray  # (batch, stack_size) rows of the observation's frames
+    next_rows: np.ndarray  # (batch, stack_size) rows of the next observation's frames
+
+
+class _ObservationStore:
+    """Whole observations, one per slot."""
+
+    stack_size = 1
+
+    def __init__(self, rows: int, n_envs: int, space: gym.Space) -> None:
+        self.data = np.zeros((rows, n_envs) + space.shape, space.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+    def write(self, rows: np.ndarray, envs: np.ndarray, observations: np.ndarray) -> None:
+        self.data[rows, envs] = observations
+
+    def read(self, frame_rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        return self.data[frame_rows[:, -1], envs]
+
+    def is_self_contained(self, observations: np.ndarray) -> np.ndarray:
+        return np.ones(len(observations), bool)
+
+
+class _FrameStore:
+    """Frame stacks stored one frame per slot: the newest frame of each observation.
+
+    A stack is rebuilt from the frames of the ``stack_size`` slots ending at its own, the rows
+    having been chosen by the buffer (which knows where episodes start).
+    """
+
+    def __init__(self, rows: int, n_envs: int, space: gym.Space, axis: int) -> None:
+        self.axis = axis % len(space.shape)
+        self.stack_size = space.shape[self.axis]
+        frame_shape = space.shape[:self.axis] + space.shape[self.axis + 1:]
+        self.frames = np.zeros((rows, n_envs) + frame_shape, space.dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.frames.nbytes
+
+    def write(self, rows: np.ndarray, envs: np.ndarray, observations: np.ndarray) -> None:
+        self.frames[rows, envs] = np.take(observations, -1, axis=self.axis + 1)
+
+    def read(self, frame_rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        stacks = self.frames[frame_rows, envs[:, None]]  # (batch, stack_size, *frame_shape)
+        return np.ascontiguousarray(np.moveaxis(stacks, 1, self.axis + 1))
+
+    def is_self_contained(self, observations: np.ndarray) -> np.ndarray:
+        """Whether each stack repeats one frame, as ``FrameStackObservation`` emits at reset."""
+        newest = np.take(observations, [-1], axis=self.axis + 1)
+        return (observations == newest).reshape(len(observations), -1).all(axis=1)
+
+
+def _check_space(space: gym.Space, name: str) -> None:
+    if not isinstance(space, gym.Space) or space.shape is None or space.dtype is None:
+        raise ValueError(
+            f'expected {name} with a fixed shape and dtype (Box, Discrete, MultiDiscrete, '
+            f'MultiBinary), got {space!r}')
+
+
+class ReplayBuffer:
+    """Uniform experience replay with n-step returns, for a vector env.
+
+    Storage is a preallocated ring laid out ``(capacity // n_envs + 1, n_envs, ...)``: column
+    ``i`` is env ``i``'s stream of transitions in time order, so n-step windows and frame stacks
+    are read down one column. ``add`` writes one vector step (all envs at once).
+
+    Expected feeding (Gymnasium vector env with ``autoreset_mode=AutoresetMode.SAME_STEP``): each
+    step, ``add(obs, actions, rewards, next_obs, terminated, truncated)`` where ``next_obs[i]`` is
+    ``info['final_obs'][i]`` for envs whose episode just ended. The next call's ``obs[i]`` is then
+    the reset observation of the new episode, so every stored transition pairs two observations of
+    the same episode and no reset transition enters the buffer.
+
+    An episode end also keeps its final observation in a slot of its own, so a full buffer holds
+    ``capacity`` transitions less one per stored episode end.
+
+    n-step returns (Sutton & Barto 7.1; Rainbow, https://arxiv.org/abs/1710.02298) sum up to
+    ``n_steps`` discounted rewards and stop at the first step that ended the episode.
+    Termination stops bootstrapping (discount 0); truncation by a time limit still bootstraps
+    from the final observation (discount ``gamma ** k``), see Pardo et al. 2018,
+    https://arxiv.org/abs/1712.00378. A transition is sampleable once its window is complete
+    (``n_steps`` steps written, or cut short by an episode end).
+
+    Frame stacks (``frame_stack_axis`` set, e.g. 84x84x4 uint8 Atari observations with
+    ``frame_stack_axis=-1``) are stored one frame per slot and rebuilt at sampling time. The
+    first stacks of an episode repeat the reset frame, as ``FrameStackObservation`` pads by
+    default (``padding_type='reset'``). The oldest ``stack_size - 1`` transitions of a column,
+    whose earlier frames have been overwritten, are not sampled.
+    """
+
+    def __init__(self, capacity: int, n_envs: int, observation_space: gym.Space,
+                 action_space: gym.Space, n_steps: int = 1, gamma: float = 0.99,
+                 seed: int | None = None, frame_stack_axis: int | None = None) -> None:
+        """Allocate the storage.
+
+        Args:
+            capacity: Total transitions over all envs (rounded down to a multiple of n_envs).
+            n_envs: Number of envs of the vector env; each ``add`` brings one transition per env.
+            observation_space: The single env's observation space (not the batched one).
+            action_space: The single env's action space.
+            n_steps: Number of rewards summed into each sampled transition.
+            gamma: Discount factor.
+            seed: Seed of the sampling generator.
+            frame_stack_axis: None to store observations whole; the stacking axis of frame-stack
+                observations (-1 for channels-last ``(H, W, K)``, 0 for ``FrameStackObservation``'s
+                ``(K, ...)``) to store each frame once.
+        """
+        _check_space(observation_space, 'an observation space')
+        _check_space(action_space, 'an action space')
+        if not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
+            raise ValueError(f'expected n_envs >= 1, got {n_envs!r}')
+        if not isinstance(capacity, (int, np.integer)) or capacity < n_envs:
+            raise ValueError(f'expected capacity >= n_envs = {n_envs}, got {capacity!r}')
+        if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise ValueError(f'expected n_steps >= 1, got {n_steps!r}')
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f'expected 0 <= gamma <= 1, got {gamma!r}')
+        rows = capacity // n_envs + 1  # + 1: the slot after the newest transition
+        if frame_stack_axis is None:
+            self._store = _ObservationStore(rows, n_envs, observation_space)
+        else:
+            ndim = len(observation_space.shape)
+            if not -ndim <= frame_stack_axis < ndim or ndim < 2:
+                raise ValueError(
+                    f'expected frame_stack_axis in [-{ndim}, {ndim}) of observations with at least '
+                    f'2 dimensions, got {frame_stack_axis!r} for shape {observation_space.shape}')
+            self._store = _FrameStore(rows, n_envs, observation_space, frame_stack_axis)
+        if rows - 1 < n_steps + self._store.stack_size - 1:
+            raise ValueError(
+                f'expected capacity // n_envs >= n_steps + stack_size - 1 = '
+                f'{n_steps + self._store.stack_size - 1}, got {capacity} // {n_envs} = {rows - 1}')
+        self.capacity, self.n_envs, self.n_steps, self.gamma = capacity, n_envs, n_steps, gamma
+        self.observation_space, self.action_space = observation_space, action_space
+        self.rng = np.random.default_rng(seed)
+        self._rows = rows
+        shape = (rows, n_envs)
+        self._actions = np.zeros(shape + action_space.shape, action_space.dtype)
+        self._rewards = np.zeros(shape, np.float32)
+        self._terminated = np.zeros(shape, bool)
+        self._truncated = np.zeros(shape, bool)
+        self._starts = np.zeros(shape, bool)  # first observation of an episode
+        self._kinds = np.zeros(shape, np.uint8)
+        self._stamps = np.full(shape, np.iinfo(np.int64).min, np.int64)  # stream position
+        self._envs = np.arange(n_envs)
+        self._positions = np.zeros(n_envs, np.int64)  # stream position of each env's next add
+        self._episode_ended = np.ones(n_envs, bool)
+        self._size = 0
+        self.steps = 0  # transitions added, over all envs
+
+    def __len__(self) -> int:
+        """Number of stored transitions (some may not be sampleable yet, see the class doc)."""
+        return self._size
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the storage arrays."""
+        arrays = (self._actions, self._rewards, self._terminated, self._truncated, self._starts,
+                  self._kinds, self._stamps)
+        return self._store.nbytes + sum(a.nbytes for a in arrays)
+
+    @property
+    def bytes_per_transition(self) -> float:
+        """``nbytes / capacity``: storage cost of one transition."""
+        return self.nbytes / self.capacity
+
+    def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+            next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Store one vector step, a transition per env.
+
+        Args:
+            observations: ``(n_envs, *observation_shape)`` observations the actions were taken in.
+            actions: ``(n_envs, *action_shape)``.
+            rewards: ``(n_envs,)``.
+            next_observations: ``(n_envs, *observation_shape)``, with the true final observation
+                (``info['final_obs'][i]``) for envs whose episode ended at this step.
+            terminated: ``(n_envs,)`` the episode reached a terminal state.
+            truncated: ``(n_envs,)`` the episode was cut (time limit) and will bootstrap.
+        """
+        n = self.n_envs
+        observations = self._check_array('observations', observations,
+                                         (n,) + self.observation_space.shape)
+        next_observations = self._check_array('next_observations', next_observations,
+                                              (n,) + self.observation_space.shape)
+        actions = self._check_array('actions', actions, (n,) + self.action_space.shape)
+        rewards = self._check_array('rewards', rewards, (n,))
+        terminated = self._check_array('terminated', terminated, (n,)).astype(bool)
+        truncated = self._check_array('truncated', truncated, (n,)).astype(bool)
+        envs, done = self._envs, terminated | truncated
+        rows = self._positions % self._rows
+        next_rows = (self._positions + 1) % self._rows
+        overwritten = (np.count_nonzero(self._kinds[rows, envs] == _TRANSITION)
+                       + np.count_nonzero(self._kinds[next_rows, envs] == _TRANSITION))
+        starts = self._episode_ended
+        if self.steps == 0:  # unknown history: only a stack repeating one frame is complete
+            starts = self._store.is_self_contained(observations)
+            if not starts.all():
+                logger.warning('first observations are not reset frame stacks: the first '
+                               'transitions of envs %s will not be sampled',
+                               np.flatnonzero(~starts).tolist())
+        self._store.write(rows, envs, observations)
+        self._store.write(next_rows, envs, next_observations)
+        self._actions[rows, envs] = actions
+        self._rewards[rows, envs] = rewards
+        self._terminated[rows, envs] = terminated
+        self._truncated[rows, envs] = truncated
+        self._starts[rows, envs] = starts
+        self._starts[next_rows, envs] = False
+        self._kinds[rows, envs] = _TRANSITION
+        self._kinds[next_rows, envs] = np.where(done, _FINAL, _PENDING)
+        self._stamps[rows, envs] = self._positions
+        self._stamps[next_rows, envs] = self._positions + 1
+        self._positions += 1 + done  # an ended episode keeps its final observation's slot
+        self._episode_ended = done
+        self._size += n - overwritten
+        self.steps += n
+
+    def sample(self, batch_size: int) -> ReplayBatch:
+        """Sample transitions uniformly, with replacement, among the sampleable ones.
+
+        Args:
+            batch_size: Number of transitions, at most ``len(self)``.
+
+        Returns:
+            A ``ReplayBatch`` with weights of ones.
+        """
+        self._check_batch_size(batch_size)
+        indices = self._accept(self._uniform_indices, batch_size)
+        return self._batch(indices, np.ones(batch_size, np.float32))
+
+    def _check_array(self, name: str, value: np.ndarray, shape: tuple) -> np.ndarray:
+        value = np.asarray(value)
+        if value.shape != shape:
+            raise ValueError(f'expected {name} of shape {shape}, got {value.shape}')
+        return value
+
+    def _check_batch_size(self, batch_size: int) -> None:
+        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= len(self):
+            raise ValueError(
+                f'expected batch_size between 1 and len(buffer) = {len(self)}, got {batch_size!r}')
+
+    def _uniform_indices(self, count: int) -> np.ndarray:
+        """Slot indices ``row * n_envs + env`` drawn uniformly among the slots written so far."""
+        filled = np.minimum(self._positions + 1, self._rows)  # may include one unwritten slot
+        ends = np.cumsum(filled)
+        draws = self.rng.integers(0, ends[-1], count)
+        envs = np.searchsorted(ends, draws, side='right')
+        rows = draws - (ends[envs] - filled[envs])
+        return rows * self.n_envs + envs
+
+    def _accept(self, draw, count: int) -> np.ndarray:
+        """Rejection sampling: keep drawing slots until ``count`` sampleable ones are found."""
+        kept, needed = [], count
+        for _ in range(_MAX_REDRAWS):
+            indices = draw(needed)
+            ok = self._valid(indices)
+            kept.append(indices[ok])
+            needed -= np.count_nonzero(ok)
+            if needed == 0:
+                return np.concatenate(kept)
+        every = np.arange(self._rows * self.n_envs)  # rare: few sampleable slots, scan them all
+        candidates = every[self._window(every // self.n_envs, every % self.n_envs).ok]
+        if not len(candidates):
+            raise ValueError(
+                f'expected at least one sampleable transition (complete {self.n_steps}-step '
+                f'window), got none among {len(self)} stored: add more steps before sampling')
+        kept.append(self.rng.choice(candidates, needed))
+        return np.concatenate(kept)
+
+    def _valid(self, indices: np.ndarray) -> np.ndarray:
+        return self._window(indices // self.n_envs, indices % self.n_envs).ok
+
+    def _window(self, rows: np.ndarray, envs: np.ndarray) -> _Window:
+        """Locate the n-step window, observation frames and next observation of transitions."""
+        stamps = self._stamps[rows, envs]
+        ok = self._kinds[rows, envs] == _TRANSITION
+        returns = np.zeros(len(rows))
+        steps = np.zeros(len(rows), np.int64)
+        alive = np.ones(len(rows), bool)
+        last = rows
+        for j in range(self.n_steps):
+            row = (rows + j) % self._rows
+            present = ((self._stamps[row, envs] == stamps + j)
+                       & (self._kinds[row, envs] == _TRANSITION))
+            ok &= ~alive | present  # the window may not run into steps not written yet
+            alive &= present
+            returns += np.where(alive, self.gamma ** j * self._rewards[row, envs], 0.0)
+            steps += alive
+            last = np.where(alive, row, last)
+            alive &= ~(self._terminated[row, envs] | self._truncated[row, envs])
+        next_row = (last + 1) % self._rows
+        ok &= self._stamps[next_row, envs] == stamps + steps
+        discounts = self.gamma ** steps * ~self._terminated[last, envs]
+        observation_rows, history_ok = self._history(rows, envs, stamps)
+        last_rows, last_ok = self._history(last, envs, stamps + steps - 1)
+        # The next observation's stack is the last step's stack shifted by one frame.
+        next_rows = np.concatenate([last_rows[:, 1:], next_row[:, None]], axis=1)
+        return _Window(ok & history_ok & last_ok, returns, discounts, observation_rows, next_rows)
+
+    def _history(self, rows: np.ndarray, envs: np.ndarray,
+                 stamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the ``stack_size`` frames (oldest first) of the observations at ``rows``.
+
+        Walks back down the column; from an episode's first slot on, it repeats that slot (the
+        reset frame), which is how ``FrameStackObservation`` pads. ``ok`` is False where a frame
+        needed has been overwritten.
+        """
+        size = self._store.stack_size
+        frame_rows = np.empty((len(rows), size), np.int64)
+        frame_rows[:, -1] = rows
+        ok = np.ones(len(rows), bool)
+        blocked = self._starts[rows, envs]
+        current = rows
+        for j in range(1, size):
+            previous = (rows - j) % self._rows
+            ok &= blocked | (self._stamps[previous, envs] == stamps - j)
+            current = np.where(blocked, current, previous)
+            frame_rows[:, -1 - j] = current
+            blocked = blocked | self._starts[previous, envs]
+        return frame_rows, ok
+
+    def _batch(self, indices: np.ndarray, weights: np.ndarray) -> ReplayBatch:
+        rows, envs = indices // self.n_envs, indices % self.n_envs
+        window = self._window(rows, envs)
+        return ReplayBatch(
+            observations=self._store.read(window.observation_rows, envs),
+            actions=self._actions[rows, envs],
+            rewards=window.returns.astype(np.float32),
+            next_observations=self._store.read(window.next_rows, envs),
+            discounts=window.discounts.astype(np.float32),
+            weights=weights.astype(np.float32),
+            indices=indices.astype(np.int64))
+
+
+class SumTree:
+    """Array-based binary sum tree with batched updates and a vectorised prefix-sum search.
+
+    Node ``i``'s children are ``2i`` and ``2i + 1``, the root is node 1 and the leaves are the
+    last ``leaf_count`` (a power of two) nodes. Every operation loops over the tree's levels,
+    never over the items of a batch.
+    """
+
+    def __init__(self, size: int) -> None:
+        """Create ``size`` leaves of value 0."""
+        if size < 1:
+            raise ValueError(f'expected size >= 1, got {size!r}')
+        self.size = size
+        self._depth = (size - 1).bit_length()
+        self._leaf_start = 1 << self._depth
+        self._nodes = np.zeros(2 * self._leaf_start)
+
+    @property
+    def total(self) -> float:
+        """Sum of all leaves."""
+        return float(self._nodes[1])
+
+    @property
+    def nbytes(self) -> int:
+        return self._nodes.nbytes
+
+    def __getitem__(self, indices: np.ndarray) -> np.ndarray:
+        """Leaf values at ``indices``."""
+        return self._nodes[self._leaf_start + np.asarray(indices)]
+
+    def update(self, indices: np.ndarray, values: np.ndarray) -> None:
+        """Set leaves ``indices`` to ``values`` (last one wins on repeats) and refresh sums."""
+        nodes = self._leaf_start + np.asarray(indices, np.int64)
+        self._nodes[nodes] = values
+        for _ in range(self._depth):
+            nodes = nodes // 2  # repeated parents get the same sum twice, which is harmless
+            self._nodes[nodes] = self._nodes[2 * nodes] + self._nodes[2 * nodes + 1]
+
+    def find(self, prefix_sums: np.ndarray) -> np.ndarray:
+        """Leaf ``i`` of each prefix sum ``u``: ``sum(leaves[:i]) <= u < sum(leaves[:i + 1])``."""
+        u = np.array(prefix_sums, np.float64)
+        nodes = np.ones(len(u), np.int64)
+        for _ in range(self._depth):
+            left = self._nodes[2 * nodes]
+            right = u >= left
+            u -= left * right
+            nodes = 2 * nodes + right
+        return nodes - self._leaf_start
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritised replay (Schaul et al. 2016, https://arxiv.org/abs/1511.05952).
+
+    Transition ``i`` is sampled with probability ``P(i) = p_i ** alpha / sum_k p_k ** alpha``, with
+    ``p_i = |td_error_i| + epsilon`` after ``update_priorities``, or the largest ``p`` seen so far
+    when it is stored. Importance weights ``w_i = (N * P(i)) ** -beta / max_j w_j`` are
+    normalised by the batch's largest weight (as Dopamine's Rainbow does), so ``N`` cancels.
+    ``beta`` grows linearly from its initial value to 1 over ``beta_steps`` added transitions.
+
+    Storage, n-step returns and frame stacks are those of ``ReplayBuffer`` (this class only
+    changes how slots are drawn), so ``frame_stack_axis`` works here too. A transition enters the
+    sum tree once its n-step window is complete.
+    """
+
+    def __init__(self, capacity: int, n_envs: int, observation_space: gym.Space,
+                 action_space: gym.Space, n_steps: int = 1, gamma: float = 0.99,
+                 seed: int | None = None, frame_stack_axis: int | None = None,
+                 alpha: float = 0.6, beta: float = 0.4, beta_steps: int = 1_000_000,
+                 epsilon: float = 1e-6) -> None:
+        """Allocate the storage and the sum tree.
+
+        Args:
+            capacity: See ``ReplayBuffer``.
+            n_envs: See ``ReplayBuffer``.
+            observation_space: See ``ReplayBuffer``.
+            action_space: See ``ReplayBuffer``.
+            n_steps: See ``ReplayBuffer``.
+            gamma: See ``ReplayBuffer``.
+            seed: See ``ReplayBuffer``.
+            frame_stack_axis: See ``ReplayBuffer``.
+            alpha: Priority exponent, 0 for uniform sampling.
+            beta: Initial importance-sampling exponent.
+            beta_steps: Added transitions (over all envs) after which beta reaches 1.
+            epsilon: Added to ``|td_error|`` so that no transition has priority 0.
+        """
+        super().__init__(capacity, n_envs, observation_space, action_space, n_steps, gamma, seed,
+                         frame_stack_axis)
+        if alpha < 0:
+            raise ValueError(f'expected alpha >= 0, got {alpha!r}')
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f'expected 0 <= beta <= 1, got {beta!r}')
+        if beta_steps < 1:
+            raise ValueError(f'expected beta_steps >= 1, got {beta_steps!r}')
+        if epsilon <= 0:
+            raise ValueError(f'expected epsilon > 0, got {epsilon!r}')
+        self.alpha, self.initial_beta, self.beta_steps = alpha, beta, beta_steps
+        self.epsilon = epsilon
+        self.max_priority = 1.0
+        self.tree = SumTree(self._rows * n_envs)
+
+    @property
+    def beta(self) -> float:
+        """Current importance-sampling exponent."""
+        progress = min(1.0, self.steps / self.beta_steps)
+        return self.initial_beta + (1.0 - self.initial_beta) * progress
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the storage arrays and the sum tree."""
+        return super().nbytes + self.tree.nbytes
+
+    def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+            next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+        """Store one vector step (see ``ReplayBuffer.add``) and give completed windows priority."""
+        positions = self._positions.copy()
+        super().add(observations, actions, rewards, next_observations, terminated, truncated)
+        n, envs = self.n_envs, self._envs
+        written = np.concatenate([positions % self._rows, (positions + 1) % self._rows]) * n
+        self.tree.update(written + np.tile(envs, 2), 0.0)
+        # Transitions of the last n_steps adds whose window this step completed.
+        back = np.arange(self.n_steps)[:, None]
+        candidates = (((positions - back) % self._rows) * n + envs).ravel()
+        fresh = candidates[self._valid(candidates) & (self.tree[candidates] == 0)]
+        self.tree.update(fresh, self.max_priority ** self.alpha)
+
+    def sample(self, batch_size: int) -> ReplayBatch:
+        """Sample transitions in proportion to their priority (stratified over the batch).
+
+        Args:
+            batch_size: Number of transitions, at most ``len(self)``.
+
+        Returns:
+            A ``ReplayBatch`` with importance weights and the slot ``indices`` to update.
+        """
+        self._check_batch_size(batch_size)
+        if self.tree.total <= 0:
+            raise ValueError(
+                f'expected at least one sampleable transition (complete {self.n_steps}-step '
+                f'window), got none among {len(self)} stored: add more steps before sampling')
+        total = self.tree.total
+        strata = (np.arange(batch_size) + self.rng.random(batch_size)) * (total / batch_size)
+        indices = self.tree.find(strata)
+        bad = ~self._sampleable(indices)
+        for _ in range(_MAX_REDRAWS):
+            if not bad.any():
+                break
+            # Only frames overwritten under old transitions (or rounding) get here: drop them.
+            self.tree.update(indices[bad & (indices < self.tree.size)], 0.0)
+            total = self.tree.total
+            if total <= 0:
+                raise ValueError('expected at least one sampleable transition, got none')
+            indices[bad] = self.tree.find(self.rng.random(np.count_nonzero(bad)) * total)
+            bad = ~self._sampleable(indices)
+        else:
+            raise RuntimeError('prioritised sampling kept drawing unsampleable slots')
+        probabilities = self.tree[indices] / total
+        weights = probabilities ** -self.beta
+        return self._batch(indices, weights / weights.max())
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """Set the priorities of sampled transitions to ``|td_errors| + epsilon``.
+
+        Args:
+            indices: ``(batch,)`` the ``indices`` of a ``ReplayBatch``.
+            td_errors: ``(batch,)`` TD errors of those transitions.
+        """
+        indices = np.asarray(indices)
+        td_errors = np.asarray(td_errors, np.float64)
+        if indices.ndim != 1 or td_errors.shape != indices.shape:
+            raise ValueError(f'expected indices and td_errors of one shape (batch,), got '
+                             f'{indices.shape} and {td_errors.shape}')
+        if len(indices) and not (0 <= indices.min() and indices.max() < self.tree.size):
+            raise ValueError(f'expected indices in [0, {self.tree.size}), got values from '
+                             f'{indices.min()} to {indices.max()}')
+        priorities = np.abs(td_errors) + self.epsilon
+        live = self.tree[indices] > 0  # slots overwritten since sampling stay out of the tree
+        self.tree.update(indices[live], priorities[live] ** self.alpha)
+        if len(priorities):
+            self.max_priority = max(self.max_priority, float(priorities.max()))
+
+    def _sampleable(self, indices: np.ndarray) -> np.ndarray:
+        inside = indices < self.tree.size
+        safe = np.where(inside, indices, 0)
+        return inside & (self.tree[safe] > 0) & self._valid(safe)
