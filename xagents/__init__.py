@@ -1,0 +1,16 @@
+"""xagents: deep reinforcement learning agents on TensorFlow 2, from Python or one command."""
+__version__ = '1.0.0'
+
+_AGENTS = {'A2C': 'xagents.a2c', 'PPO': 'xagents.ppo'}
+
+
+def __getattr__(name: str):
+    """Import agents (and TensorFlow) only when one is asked for, keeping ``xagents --help`` fast."""
+    if name in _AGENTS:
+        import importlib
+
+        return getattr(importlib.import_module(_AGENTS[name]), name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+__all__ = list(_AGENTS)

@@ -1,0 +1,1 @@
+from xagents.a2c.agent import A2C

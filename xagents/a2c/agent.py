@@ -1,0 +1,56 @@
+"""Advantage actor-critic (Mnih et al. 2016, arXiv 1602.01783), synchronous."""
+from __future__ import annotations
+
+import gymnasium as gym
+import tensorflow as tf
+
+from xagents.base import OnPolicy
+
+
+class A2C(OnPolicy):
+    """A2C: n-step returns, one gradient step per rollout, entropy bonus.
+
+    loss = -E[log pi(a|s) * A] + value_loss_coef * E[(R - V(s))^2] - entropy_coef * E[H(pi(.|s))]
+    with A = R - V(s) and R the n-step (lam=1) or GAE return.
+    """
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        model: str | tf.keras.Model | None = None,
+        *,
+        n_steps: int = 5,
+        lam: float = 1.0,
+        lr: float = 7e-4,
+        entropy_coef: float = 0.01,
+        value_loss_coef: float = 0.5,
+        grad_norm: float = 0.5,
+        **kwargs,
+    ) -> None:
+        """
+        Args:
+            model: Actor-critic model: a .cfg file or a Keras model (default: packaged cfg).
+            n_steps: Steps per env in each rollout.
+            lam: GAE lambda; 1 gives the n-step returns of the paper.
+            lr: Learning rate.
+            entropy_coef: Weight of the entropy bonus.
+            value_loss_coef: Weight of the value loss.
+            grad_norm: Clip gradients to this global norm.
+        """
+        super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
+        self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
+        self.model = self.build_actor_critic(model)
+        self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
+
+    @tf.function
+    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
+        with tf.GradientTape() as tape:
+            params, values = self.model(observations)
+            new_log_probs, entropy = self.log_prob_entropy(params, actions)
+            policy_loss = -tf.reduce_mean(new_log_probs * advantages)
+            value_loss = tf.reduce_mean((returns - values[:, 0]) ** 2)
+            entropy = tf.reduce_mean(entropy)
+            loss = policy_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy
+        variables = self.model.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return {'policy_loss': policy_loss, 'value_loss': value_loss, 'entropy': entropy}

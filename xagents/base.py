@@ -1,0 +1,538 @@
+"""The shared training loop: collect -> ``train_step`` -> counters -> episodes -> sinks -> checkpoint -> stop.
+
+Agents subclass :class:`OnPolicy` or :class:`OffPolicy` and supply their update as
+``train_step``; everything else (stepping vectorised envs, episode statistics, history,
+logging, checkpoints, stopping rules) lives here once.
+"""
+from __future__ import annotations
+
+import collections
+import importlib.resources
+import json
+import logging
+import os
+import sys
+import time
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from xagents.utils.buffers import RolloutBuffer
+from xagents.utils.checkpoints import load_checkpoint, save_checkpoint
+from xagents.utils.distributions import DiagGaussian, distribution_for
+from xagents.utils.envs import create_envs, is_atari
+from xagents.utils.history import History
+from xagents.utils.models import NumpyForward, Output, build_model
+from xagents.utils.returns import gae
+from xagents.utils.sinks import TensorBoardSink, WandbSink
+
+logger = logging.getLogger('xagents')
+ENV_PARAMETERS = ('n_envs', 'preprocess', 'max_frame', 'async_envs')
+
+
+class BaseAgent:
+    """Base of every agent: owns the training loop, metrics, checkpoints and stopping rules.
+
+    Subclasses declare ``supported_action_spaces`` and ``model_roles`` (the models saved by
+    ``--checkpoints``, in order), build their models and optimizers, and implement
+    :meth:`train_once` (through :class:`OnPolicy` / :class:`OffPolicy`) and :meth:`act`.
+    """
+
+    supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
+    model_roles: tuple[str, ...] = ('model',)
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        *,
+        lr: float = 7e-4,
+        opt_epsilon: float = 1e-7,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        gamma: float = 0.99,
+        seed: int | None = None,
+        reward_buffer_size: int = 100,
+        checkpoints: Sequence[str] | None = None,
+        history_checkpoint: str | None = None,
+        log_frequency: int = 10,
+        divergence_monitoring_steps: int | None = None,
+        plateau_reduce_factor: float = 0.9,
+        plateau_reduce_patience: int = 10,
+        early_stop_patience: int = 3,
+        quiet: bool = False,
+    ) -> None:
+        """Check the env against the agent and set up the shared machinery.
+
+        Args:
+            envs: A Gymnasium vector env (see ``xagents.utils.envs.create_envs``).
+            lr: Learning rate.
+            opt_epsilon: Adam epsilon.
+            beta1: Adam beta1.
+            beta2: Adam beta2.
+            gamma: Discount factor.
+            seed: Seed for TensorFlow, NumPy action sampling and the envs; same seed, same history.
+            reward_buffer_size: Episodes averaged into the mean reward judged by target_reward.
+            checkpoints: Paths to save the best models to, one per model role.
+            history_checkpoint: Parquet file recording every finished episode.
+            log_frequency: Log a progress line every this many finished episodes.
+            divergence_monitoring_steps: Steps after which plateau and early-stop monitoring start.
+            plateau_reduce_factor: Multiply the learning rate by this on a plateau.
+            plateau_reduce_patience: Progress lines without a new best mean before reducing the lr.
+            early_stop_patience: Learning-rate reductions without improvement before stopping.
+            quiet: Log nothing.
+        """
+        _check_positive(reward_buffer_size=reward_buffer_size, log_frequency=log_frequency,
+                        plateau_reduce_patience=plateau_reduce_patience,
+                        early_stop_patience=early_stop_patience, lr=lr)
+        if not isinstance(envs.single_action_space, self.supported_action_spaces):
+            supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
+            raise ValueError(
+                f'{type(self).__name__} supports {supported} action spaces, '
+                f'got {envs.single_action_space}'
+            )
+        if checkpoints is not None and len(checkpoints) != len(self.model_roles):
+            raise ValueError(
+                f'{type(self).__name__} trains {len(self.model_roles)} model(s) '
+                f'({", ".join(self.model_roles)}), got {len(checkpoints)} checkpoint path(s)'
+            )
+        self.envs = envs
+        self.n_envs = envs.num_envs
+        self.gamma = gamma
+        self.seed = seed
+        self.checkpoints = list(checkpoints) if checkpoints else None
+        self.history_checkpoint = history_checkpoint
+        self.log_frequency = log_frequency
+        self.divergence_monitoring_steps = divergence_monitoring_steps
+        self.plateau_reduce_factor = plateau_reduce_factor
+        self.plateau_reduce_patience = plateau_reduce_patience
+        self.early_stop_patience = early_stop_patience
+        self.quiet = quiet
+        if seed is not None:
+            tf.keras.utils.set_random_seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.optimizer_settings = dict(learning_rate=lr, epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
+        self.reward_buffer = collections.deque(maxlen=reward_buffer_size)
+        self.history = History(history_checkpoint)
+        self.history_to_resume = len(self.history) > 0
+        self.time_offset = 0.0
+        self.models: dict[str, tf.keras.Model] = {}
+        self.optimizers: dict[str, tf.keras.optimizers.Optimizer] = {}
+        self.steps = 0
+        self.games = 0
+        self.best_reward = -np.inf
+        self.mean_reward = -np.inf
+        self.weights_loaded: list[str] = []
+        self.training_started = False
+        self.last_metrics: dict[str, float] = {}
+
+    # ----------------------------------------------------------------- construction helpers
+    @classmethod
+    def default_hyperparameters(cls, env_id: str) -> dict:
+        """Tuned defaults for ``env_id`` from the agent's ``hyperparameters.json``.
+
+        The file maps ``default`` (every env), ``atari`` (ALE ids) and env ids to settings;
+        later entries override earlier ones and explicit arguments override them all.
+        """
+        package = cls.__module__.rsplit('.', 1)[0]
+        try:
+            text = importlib.resources.files(package).joinpath('hyperparameters.json').read_text()
+        except FileNotFoundError:
+            return {}
+        table = json.loads(text)
+        values = dict(table.get('default', {}))
+        if is_atari(env_id):
+            values.update(table.get('atari', {}))
+        values.update(table.get(env_id, {}))
+        return values
+
+    @classmethod
+    def from_env(cls, env_id: str, **kwargs):
+        """Build envs and the agent for ``env_id`` with the same tuned defaults as the CLI."""
+        settings = {**cls.default_hyperparameters(env_id), **kwargs}
+        env_kwargs = {name: settings.pop(name) for name in ENV_PARAMETERS if name in settings}
+        envs = create_envs(env_id, seed=settings.get('seed'), **env_kwargs)
+        try:
+            return cls(envs, **settings)
+        except BaseException:
+            envs.close()
+            raise
+
+    def model_file(self, role: str, observation_space: gym.Space, given) -> str | tf.keras.Model:
+        """Resolve a model argument: a Keras model or cfg path as given, or the packaged default."""
+        if given is not None:
+            return given
+        kind = 'cnn' if len(observation_space.shape) == 3 else 'ann'
+        package = type(self).__module__.rsplit('.', 1)[0]
+        return str(importlib.resources.files(package).joinpath('models', f'{kind}-{role}.cfg'))
+
+    def build(self, role: str, given, outputs: Sequence[Output]) -> tf.keras.Model:
+        """Build (or accept) the model for ``role`` with the outputs the agent needs."""
+        observation_space = self.envs.single_observation_space
+        model = self.model_file(role, observation_space, given)
+        if not isinstance(model, tf.keras.Model):
+            model = build_model(model, observation_space, outputs, name=role)
+        self.models[role] = model
+        return model
+
+    def make_optimizer(self, role: str, **overrides) -> tf.keras.optimizers.Optimizer:
+        """An Adam optimizer for the model of ``role``, built so it can be restored and traced."""
+        optimizer = tf.keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
+        optimizer.build(self.models[role].trainable_variables)
+        self.optimizers[role] = optimizer
+        return optimizer
+
+    # ------------------------------------------------------------------------- checkpoints
+    def save_models(self) -> None:
+        """Save every model (with its optimizer and the step counter) to ``checkpoints``."""
+        for role, path in zip(self.model_roles, self.checkpoints or ()):
+            save_checkpoint(path, self.models[role], self.optimizers.get(role), steps=self.steps)
+
+    def load_weights(self, paths: Sequence[str]) -> None:
+        """Load models (and optimizer states) saved by :meth:`save_models`, one path per role."""
+        if len(paths) != len(self.model_roles):
+            raise ValueError(
+                f'{type(self).__name__} has {len(self.model_roles)} model(s) '
+                f'({", ".join(self.model_roles)}), got {len(paths)} weights file(s)'
+            )
+        for role, path in zip(self.model_roles, paths):
+            load_checkpoint(path, self.models[role], self.optimizers.get(role))
+        self.weights_loaded = list(paths)
+        self.on_weights_changed()
+
+    def on_weights_changed(self) -> None:
+        """Hook called after weights change outside ``train_step`` (loading, updates)."""
+
+    # ---------------------------------------------------------------------------- training
+    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Actions for a batch of observations, as the env expects them."""
+        raise NotImplementedError
+
+    def train_once(self) -> dict[str, float]:
+        """Interact with the envs and update once; return loss metrics."""
+        raise NotImplementedError
+
+    def fit(
+        self,
+        target_reward: float | None = None,
+        max_steps: int | None = None,
+        monitor_session: str | None = None,
+        tensorboard: str | None = None,
+    ) -> History:
+        """Train until the mean reward reaches ``target_reward`` or ``max_steps`` env steps pass.
+
+        Args:
+            target_reward: Stop when the mean of the last ``reward_buffer_size`` episodes reaches it.
+            max_steps: Stop after this many env steps (summed over envs).
+            monitor_session: Log metrics to a wandb run of this name.
+            tensorboard: Write TensorBoard summaries to this directory.
+
+        Returns:
+            The history of finished episodes.
+        """
+        self._begin(target_reward, max_steps)
+        self.sinks = []
+        if monitor_session:
+            self.sinks.append(WandbSink(monitor_session, self.config()))
+        if tensorboard:
+            self.sinks.append(TensorBoardSink(tensorboard))
+        self.training_started = True
+        self.start_time, self.start_steps = time.perf_counter(), self.steps
+        progress = self._progress_bar(max_steps)
+        try:
+            while True:
+                steps_before = self.steps
+                self.last_metrics = self.train_once()
+                if progress:
+                    progress.update(self.steps - steps_before)
+                if self.mean_reward > self.best_reward:
+                    self.best_reward = self.mean_reward
+                    self.improved = True
+                    if self.checkpoints:
+                        self.save_models()
+                reason = self._stop_reason()
+                if reason:
+                    break
+        finally:
+            if progress:
+                progress.close()
+            self.history.flush()
+            self._log_progress()
+            for sink in self.sinks:
+                sink.close()
+            self.time_offset += time.perf_counter() - self.start_time
+        logger.info(reason)
+        return self.history
+
+    def config(self) -> dict:
+        """Hyperparameters worth recording with a run."""
+        return {key: value for key, value in vars(self).items()
+                if isinstance(value, (int, float, str, bool)) and not key.startswith('_')}
+
+    def _begin(self, target_reward: float | None, max_steps: int | None) -> None:
+        if target_reward is None and max_steps is None:
+            raise ValueError('expected target_reward or max_steps (or both), got neither')
+        if max_steps is not None and max_steps <= 0:
+            raise ValueError(f'expected max_steps > 0, got {max_steps}')
+        if self.history_to_resume and not self.weights_loaded:
+            raise ValueError(
+                f'history {self.history_checkpoint} exists: pass its weights to resume, '
+                'or choose another --history-checkpoint'
+            )
+        for path in self.checkpoints or ():
+            if os.path.exists(path) and path not in self.weights_loaded and not self.training_started:
+                raise ValueError(
+                    f'checkpoint {path} exists: pass it as weights to resume, or choose another path'
+                )
+        self.target_reward, self.max_steps = target_reward, max_steps
+        if self.history_to_resume:
+            self.history_to_resume = False
+            frame = self.history.frame()
+            last = frame.iloc[-1]
+            self.steps, self.time_offset = int(last['step']), float(last['time'])
+            self.best_reward = float(frame['best_reward'].max())
+            self.games = len(frame)
+            self.reward_buffer.extend(frame['episode_reward'].iloc[-self.reward_buffer.maxlen:])
+            self.mean_reward = float(np.mean(self.reward_buffer))
+        self.improved = False
+        self.plateau_count = self.early_stop_count = 0
+        self.last_log_games = self.games
+        if not self.training_started:
+            self.episode_returns = np.zeros(self.n_envs)
+            self.observations = self.envs.reset(seed=self.seed)[0]
+
+    def _progress_bar(self, max_steps: int | None):
+        if self.quiet or not sys.stderr.isatty():
+            return None
+        from tqdm import tqdm
+
+        return tqdm(total=max_steps, initial=self.steps, unit='step', leave=False, dynamic_ncols=True)
+
+    def step_envs(self, actions: np.ndarray):
+        """Step every env once and record finished episodes.
+
+        Returns:
+            ``(next_observations, rewards, terminated, truncated, final_observations)`` where
+            ``final_observations`` equals ``next_observations`` except for envs whose episode
+            ended, which hold the episode's true final observation.
+        """
+        next_observations, rewards, terminated, truncated, info = self.envs.step(actions)
+        self.steps += self.n_envs
+        self.episode_returns += rewards
+        dones = terminated | truncated
+        final_observations = next_observations
+        if dones.any():
+            final_observations = next_observations.copy()
+            ended = np.flatnonzero(dones)
+            final_observations[ended] = np.stack(info['final_obs'][ended])
+            self._record_episodes(self.episode_returns[ended])
+            self.episode_returns[ended] = 0
+        return next_observations, rewards, terminated, truncated, final_observations
+
+    def _record_episodes(self, returns: np.ndarray) -> None:
+        elapsed = self.time_offset + time.perf_counter() - self.start_time
+        for episode_return in returns:
+            self.reward_buffer.append(float(episode_return))
+            self.mean_reward = float(np.mean(self.reward_buffer))
+            best = max(self.best_reward, self.mean_reward)
+            self.history.append(self.mean_reward, best, float(episode_return), self.steps, elapsed)
+        self.games += len(returns)
+        if self.games - self.last_log_games >= self.log_frequency:
+            self.last_log_games = self.games
+            self.history.flush()
+            self._log_progress()
+            self._monitor_plateau()
+
+    def _log_progress(self) -> None:
+        elapsed = time.perf_counter() - self.start_time
+        metrics = {
+            'mean_reward': self.mean_reward, 'best_reward': self.best_reward,
+            'episode_reward': self.reward_buffer[-1] if self.reward_buffer else float('nan'),
+            'games': self.games, 'steps_per_second': (self.steps - self.start_steps) / max(elapsed, 1e-9),
+            **{name: float(value) for name, value in self.last_metrics.items()},
+        }
+        for sink in self.sinks:
+            sink.write(metrics, self.steps)
+        if not self.quiet:
+            logger.info(
+                'time %s  steps %d  games %d  speed %.0f steps/s  mean reward %.2f  best reward %.2f',
+                time.strftime('%H:%M:%S', time.gmtime(self.time_offset + elapsed)), self.steps,
+                self.games, metrics['steps_per_second'], self.mean_reward, self.best_reward,
+            )
+
+    def _monitor_plateau(self) -> None:
+        """Reduce the learning rate on a plateau and count towards early stopping."""
+        if self.divergence_monitoring_steps is None or self.steps < self.divergence_monitoring_steps:
+            return
+        if self.improved:
+            self.improved = False
+            self.plateau_count = self.early_stop_count = 0
+            return
+        self.plateau_count += 1
+        if self.plateau_count >= self.plateau_reduce_patience:
+            self.plateau_count = 0
+            self.early_stop_count += 1
+            for optimizer in self.optimizers.values():
+                optimizer.learning_rate.assign(optimizer.learning_rate * self.plateau_reduce_factor)
+            logger.info('Plateau: learning rate reduced by a factor of %s', self.plateau_reduce_factor)
+
+    def _stop_reason(self) -> str | None:
+        if (
+            self.target_reward is not None
+            and len(self.reward_buffer) == self.reward_buffer.maxlen
+            and self.mean_reward >= self.target_reward
+        ):
+            return f'Reward achieved in {self.steps} steps'
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            return f'Maximum steps ({self.max_steps}) reached; best mean reward {self.best_reward:.2f}'
+        if self.early_stop_count >= self.early_stop_patience:
+            return f'Early stopping after {self.early_stop_count} plateaus; best mean reward {self.best_reward:.2f}'
+        return None
+
+    # ------------------------------------------------------------------------------- play
+    def play(
+        self,
+        env_id: str,
+        video_dir: str | None = None,
+        frame_dir: str | None = None,
+        frame_frequency: int = 1,
+        max_steps: int | None = None,
+        render: bool = False,
+        preprocess: bool | None = None,
+        seed: int | None = None,
+    ) -> float:
+        """Play one episode with deterministic actions; optionally show, film or photograph it.
+
+        Returns:
+            The episode's total reward.
+        """
+        from xagents.utils.play import play_episode
+
+        return play_episode(self, env_id, video_dir, frame_dir, frame_frequency, max_steps,
+                            render, preprocess, seed)
+
+
+class OnPolicy(BaseAgent):
+    """Agents that learn from the rollout they just collected (A2C, PPO, TRPO).
+
+    Acting runs in NumPy on a copy of the weights when the model is a small MLP (a graph call
+    costs more than the whole forward pass), otherwise in one ``tf.function`` per vector step.
+    Truncated episodes are bootstrapped: ``gamma * V(final observation)`` joins the last reward.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0, **kwargs) -> None:
+        """
+        Args:
+            n_steps: Steps per env in each rollout.
+            lam: GAE lambda (1 gives n-step returns).
+        """
+        super().__init__(envs, **kwargs)
+        _check_positive(n_steps=n_steps)
+        self.n_steps, self.lam = n_steps, lam
+        self.distribution = distribution_for(envs.single_action_space)
+        self.rollout = RolloutBuffer(n_steps, self.n_envs, envs.single_observation_space,
+                                     envs.single_action_space)
+
+    def policy_outputs(self) -> list[Output]:
+        """The outputs of an actor-critic model: distribution parameters and a value."""
+        return [Output('policy', self.distribution.output_units()), Output('value', 1)]
+
+    def build_actor_critic(self, model) -> tf.keras.Model:
+        """Build the actor-critic model and, for Box actions, its learned ``log_std``."""
+        model = self.build('model', model, self.policy_outputs())
+        if isinstance(self.distribution, DiagGaussian) and not hasattr(model, 'log_std'):
+            model.log_std = model.add_weight(shape=(self.distribution.dim,), initializer='zeros',
+                                             name='log_std')
+        self.numpy_forward = NumpyForward(model) if NumpyForward.supports(model) else None
+        self.graph_forward = tf.function(model)
+        self.on_weights_changed()
+        return model
+
+    def on_weights_changed(self) -> None:
+        if getattr(self, 'numpy_forward', None):
+            self.numpy_forward.refresh()
+        model = self.models.get('model')
+        self.log_std_np = model.log_std.numpy() if hasattr(model, 'log_std') else None
+
+    def forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Distribution parameters and values ``(B,)`` for a batch of observations."""
+        if self.numpy_forward:
+            params, values = self.numpy_forward(observations)
+        else:
+            params, values = (output.numpy() for output in self.graph_forward(observations))
+        return params, values[:, 0]
+
+    def sample(self, params: np.ndarray, deterministic: bool = False):
+        if self.log_std_np is not None:
+            return self.distribution.sample_np(params, self.log_std_np, self.rng, deterministic)
+        return self.distribution.sample_np(params, self.rng, deterministic)
+
+    def log_prob_entropy(self, params: tf.Tensor, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Graph-mode log-probabilities of ``actions`` and entropies under ``params``."""
+        if isinstance(self.distribution, DiagGaussian):
+            log_std = self.models['model'].log_std
+            return (self.distribution.log_prob(params, log_std, actions),
+                    self.distribution.entropy(params, log_std))
+        return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
+
+    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        actions, _ = self.sample(self.forward(observations)[0], deterministic)
+        return self.env_actions(actions)
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        if isinstance(self.distribution, DiagGaussian):
+            return self.distribution.clip(actions)
+        return actions
+
+    def collect(self) -> RolloutBuffer:
+        """Fill the rollout buffer with ``n_steps`` vector steps from every env."""
+        rollout = self.rollout
+        for t in range(self.n_steps):
+            observations = self.observations
+            params, values = self.forward(observations)
+            actions, log_probs = self.sample(params)
+            next_observations, rewards, terminated, truncated, finals = self.step_envs(
+                self.env_actions(actions)
+            )
+            rollout.observations[t] = observations
+            rollout.actions[t] = actions
+            rollout.values[t] = values
+            rollout.log_probs[t] = log_probs
+            rollout.dones[t] = terminated | truncated
+            bootstrap = truncated & ~terminated
+            if bootstrap.any():
+                rewards = rewards + self.gamma * bootstrap * self.forward(finals)[1]
+            rollout.rewards[t] = rewards
+            self.observations = next_observations
+        return rollout
+
+    def train_once(self) -> dict[str, float]:
+        rollout = self.collect()
+        last_values = self.forward(self.observations)[1]
+        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, last_values,
+                                  self.gamma, self.lam)
+        n = self.n_steps * self.n_envs
+        metrics = self.train_step(
+            rollout.observations.reshape(n, *rollout.observations.shape[2:]),
+            rollout.actions.reshape(n, *rollout.actions.shape[2:]),
+            rollout.log_probs.reshape(n),
+            advantages.reshape(n),
+            returns.reshape(n),
+        )
+        self.on_weights_changed()
+        return metrics
+
+    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
+        """One update from a flattened rollout (a ``tf.function`` in each agent)."""
+        raise NotImplementedError
+
+
+class OffPolicy(BaseAgent):
+    """Agents that learn from a replay buffer (DQN, DDPG, TD3, SAC)."""
+
+
+def _check_positive(**values) -> None:
+    for name, value in values.items():
+        if value is not None and value <= 0:
+            raise ValueError(f'expected {name} > 0, got {value}')

@@ -1,0 +1,209 @@
+"""The ``xagents`` command: train, play, tune and plot, with flags derived from the agents."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import sys
+
+import xagents
+from xagents.utils.cli import ArgumentParser, Flag, constructors, fail, flags_of
+
+AGENTS = ('a2c', 'ppo')
+COMMANDS = {
+    'train': 'train an agent on an environment',
+    'play': 'play one episode with trained weights (screen, mp4, jpg frames)',
+    'plot': 'plot mean reward against steps and time from history files',
+}
+ENV_HELP = 'Gymnasium environment id, e.g. CartPole-v1 or PongNoFrameskip-v4'
+
+
+def usage() -> str:
+    lines = [f'xagents {xagents.__version__}: deep reinforcement learning agents on TensorFlow 2', '',
+             'usage: xagents <command> [<agent>] [flags]', '', 'commands:']
+    lines += [f'  {name:<8}{text}' for name, text in COMMANDS.items()]
+    lines += ['', f'agents: {" ".join(AGENTS)}', '',
+              'xagents <command> lists its flags; xagents <command> <agent> lists all that apply.']
+    return '\n'.join(lines)
+
+
+def agent_class(name: str) -> type:
+    module = importlib.import_module(f'xagents.{name}')
+    return getattr(module, name.upper())
+
+
+def env_flags() -> list[Flag]:
+    from xagents.utils.envs import create_envs
+
+    return flags_of([create_envs], skip={'seed'})
+
+
+def training_flags() -> list[Flag]:
+    from xagents.base import BaseAgent
+
+    flags = flags_of([BaseAgent.__init__, BaseAgent.fit])
+    return flags + [Flag('weights', 'list', None, 'Weights files to start from (resumes with an existing history).')]
+
+
+def play_flags() -> list[Flag]:
+    from xagents.base import BaseAgent
+
+    return flags_of([BaseAgent.play], skip={'preprocess', 'seed'}) + [
+        Flag('weights', 'list', None, 'Weights files saved by --checkpoints (required).')
+    ]
+
+
+def agent_flags(klass: type) -> list[Flag]:
+    from xagents.base import BaseAgent
+
+    return flags_of(constructors(klass, BaseAgent))
+
+
+def build_parser(command: str, agent: str | None) -> ArgumentParser:
+    prog = f'xagents {command}' + (f' {agent}' if agent else '')
+    parser = ArgumentParser(prog=prog, add_help=False,
+                            description=f'{COMMANDS[command]}.',
+                            formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=40))
+    general = parser.add_argument_group('general flags')
+    general.add_argument('--env', required=agent is not None, default=argparse.SUPPRESS, help=ENV_HELP)
+    for flag in env_flags():
+        flag.add_to(general)
+    general.add_argument('--seed', type=int, default=argparse.SUPPRESS, metavar='N',
+                         help='Seed for TensorFlow, NumPy and the envs; same seed, same history.')
+    general.add_argument('-h', '--help', action='help', help='show this help and exit')
+    if command == 'train':
+        group = parser.add_argument_group('training flags')
+        for flag in training_flags():
+            if flag.name != 'seed':
+                flag.add_to(group)
+    else:
+        group = parser.add_argument_group('play flags')
+        for flag in play_flags():
+            flag.add_to(group)
+    if agent:
+        klass = agent_class(agent)
+        group = parser.add_argument_group(
+            f'{agent} flags (per-env tuned defaults in xagents/{agent}/hyperparameters.json; '
+            'explicit flags win)'
+        )
+        names = {action.dest for action in parser._actions}
+        for flag in agent_flags(klass):
+            if flag.name not in names:
+                flag.add_to(group)
+    return parser
+
+
+def run_agent(command: str, agent: str, argv: list[str]) -> None:
+    """Parse flags, build envs and the agent, then train or play."""
+    import gymnasium as gym
+
+    args = vars(build_parser(command, agent).parse_args(argv))
+    env_id = args.pop('env')
+    weights = args.pop('weights', None)
+    fit_names = {'target_reward', 'max_steps', 'monitor_session', 'tensorboard'}
+    play_names = {flag.name for flag in play_flags()} - {'weights'}
+    run_args = {name: args.pop(name) for name in list(args) if name in fit_names | play_names}
+    if command == 'play':
+        if not weights:
+            fail(f'xagents play {agent}: error: --weights is required')
+        args['n_envs'] = 1
+    quiet = args.get('quiet', False)
+    configure_logging(quiet)
+    instance = None
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            instance = agent_class(agent).from_env(env_id, **args)
+            if weights:
+                instance.load_weights(weights)
+            if command == 'train':
+                instance.fit(**run_args)
+            else:
+                reward = instance.play(env_id, preprocess=args.get('preprocess'), seed=args.get('seed'),
+                                       **run_args)
+                logging.getLogger('xagents').info('Episode reward: %.2f', reward)
+    except (ValueError, FileNotFoundError, gym.error.Error) as error:
+        if instance is not None and instance.training_started:
+            raise
+        fail(f'xagents {command} {agent}: error: {error}')
+    finally:
+        if instance is not None:
+            instance.envs.close()
+
+
+def run_plot(argv: list[str]) -> None:
+    parser = ArgumentParser(prog='xagents plot', description=COMMANDS['plot'] + '.')
+    parser.add_argument('histories', nargs='+', help='parquet files written by --history-checkpoint')
+    parser.add_argument('--labels', nargs='+', help='one legend label per file (default: file names)')
+    parser.add_argument('--env', required=True, help=ENV_HELP + ' (the title)')
+    parser.add_argument('--history-interval', type=int, default=1, help='plot every n-th episode (default: 1)')
+    parser.add_argument('--output', required=True, help='image file to write, e.g. curves.png')
+    args = parser.parse_args(argv)
+    from xagents.utils.history import plot_history
+
+    labels = args.labels or [os.path.basename(path) for path in args.histories]
+    try:
+        for path in args.histories:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f'history file not found: {path}')
+        plot_history(args.histories, labels, args.env, args.history_interval, args.output)
+    except (ValueError, FileNotFoundError) as error:
+        fail(f'xagents plot: error: {error}')
+    print(f'Plot written to {args.output}')
+
+
+@contextlib.contextmanager
+def native_stderr_silenced():
+    """Hide what TensorFlow's C++ runtime prints while it loads (CUDA probes, oneDNN notes)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, 'w') as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def configure_logging(quiet: bool) -> None:
+    logging.basicConfig(stream=sys.stdout, format='%(message)s',
+                        level=logging.WARNING if quiet else logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``xagents`` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    if not argv or argv[0] in ('-h', '--help'):
+        print(usage())
+        return
+    if argv[0] in ('-v', '--version'):
+        print(f'xagents {xagents.__version__}')
+        return
+    command, rest = argv[0], argv[1:]
+    if command in ('train', 'play') and rest:
+        with native_stderr_silenced():
+            import tensorflow  # noqa: F401  (loaded here so its start-up noise stays hidden)
+    if command not in COMMANDS:
+        fail(f'xagents: error: unknown command {command!r} (choose from {", ".join(COMMANDS)})')
+    if command == 'plot':
+        return run_plot(rest)
+    if not rest or rest[0].startswith('-'):
+        if rest and rest[0] not in ('-h', '--help'):
+            fail(f'xagents {command}: error: expected an agent ({", ".join(AGENTS)}) before flags, got {rest[0]}')
+        build_parser(command, None).print_help()
+        print(f'\nagents: {" ".join(AGENTS)}  (xagents {command} <agent> lists its flags)')
+        return
+    agent, rest = rest[0], rest[1:]
+    if agent not in AGENTS:
+        fail(f'xagents {command}: error: unknown agent {agent!r} (choose from {", ".join(AGENTS)})')
+    if not rest:
+        build_parser(command, agent).print_help()
+        return
+    run_agent(command, agent, rest)
+
+
+if __name__ == '__main__':
+    main()

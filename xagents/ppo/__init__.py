@@ -1,0 +1,1 @@
+from xagents.ppo.agent import PPO

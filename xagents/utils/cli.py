@@ -1,0 +1,116 @@
+"""Command-line flags derived from signatures: the constructor is the one source of every flag.
+
+A parameter ``n_steps: int = 128`` documented as ``n_steps: Steps per env ...`` in the Google
+style ``Args:`` section becomes ``--n-steps N`` with that help and default. Booleans become
+``--flag/--no-flag``; ``Sequence[str]`` parameters take one or more values.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import re
+import sys
+from typing import Any, Callable, Iterable
+
+SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs'}
+
+
+@dataclasses.dataclass
+class Flag:
+    """One command-line flag derived from a parameter."""
+
+    name: str
+    kind: str  # 'int', 'float', 'bool', 'str', 'list'
+    default: Any
+    help: str
+
+    @property
+    def option(self) -> str:
+        return '--' + self.name.replace('_', '-')
+
+    def add_to(self, group, default: Any = inspect.Parameter.empty) -> None:
+        """Add to an argparse group; only explicitly given flags reach the namespace."""
+        default = self.default if default is inspect.Parameter.empty else default
+        shown = '' if default is None else f' (default: {_show(default)})'
+        options = dict(dest=self.name, default=argparse.SUPPRESS, help=self.help + shown)
+        if self.kind == 'bool':
+            group.add_argument(self.option, action=argparse.BooleanOptionalAction, **options)
+        elif self.kind == 'list':
+            group.add_argument(self.option, nargs='+', metavar='PATH', **options)
+        else:
+            cast = {'int': int, 'float': float, 'str': str}[self.kind]
+            metavar = {'int': 'N', 'float': 'X', 'str': 'S'}[self.kind]
+            group.add_argument(self.option, type=cast, metavar=metavar, **options)
+
+
+def _show(value: Any) -> str:
+    return ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _kind(annotation: Any) -> str:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, '__name__', str(annotation))
+    if 'Sequence' in text or 'list' in text:
+        return 'list'
+    for kind in ('bool', 'int', 'float'):
+        if re.search(rf'\b{kind}\b', text):
+            return kind
+    return 'str'
+
+
+def docstring_args(function: Callable) -> dict[str, str]:
+    """Map parameter names to their one-line help from a Google-style ``Args:`` section."""
+    doc = inspect.getdoc(function) or ''
+    section = re.split(r'\n\s*Args:\s*\n', doc, maxsplit=1)
+    if len(section) < 2:
+        return {}
+    helps, current = {}, None
+    for line in section[1].splitlines():
+        if re.match(r'^\S.*:$', line):  # the next section (Returns:, Raises:)
+            break
+        match = re.match(r'^\s{0,4}(\w+):\s*(.*)$', line)
+        if match:
+            current = match.group(1)
+            helps[current] = match.group(2).strip()
+        elif current and line.strip():
+            helps[current] += ' ' + line.strip()
+    return helps
+
+
+def flags_of(functions: Iterable[Callable], skip: Iterable[str] = ()) -> list[Flag]:
+    """Flags for the keyword parameters of ``functions``; the first function naming one wins."""
+    flags: dict[str, Flag] = {}
+    skipped = SKIPPED | set(skip)
+    functions = list(functions)
+    helps: dict[str, str] = {}
+    for function in reversed(functions):
+        helps.update(docstring_args(function))
+    for function in functions:
+        for parameter in inspect.signature(function).parameters.values():
+            if parameter.name in skipped or parameter.name in flags:
+                continue
+            if parameter.kind in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):
+                continue
+            default = None if parameter.default is inspect.Parameter.empty else parameter.default
+            flags[parameter.name] = Flag(parameter.name, _kind(parameter.annotation), default,
+                                         helps.get(parameter.name, ''))
+    return list(flags.values())
+
+
+def constructors(agent_class: type, stop: type) -> list[Callable]:
+    """``__init__`` of ``agent_class`` and its bases down to (excluding) ``stop``, most derived first."""
+    return [klass.__init__ for klass in agent_class.__mro__
+            if issubclass(klass, stop) and klass is not stop and '__init__' in vars(klass)]
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line and exit status 2, without the usage dump."""
+
+    def error(self, message: str) -> None:
+        fail(f'{self.prog}: error: {message}')
+
+
+def fail(message: str) -> None:
+    """Print a one-line error to stderr and exit with status 2."""
+    sys.stderr.write((message.splitlines() or ['error'])[0] + '\n')
+    raise SystemExit(2)

@@ -1,0 +1,285 @@
+"""Keras models from INI-style ``.cfg`` files, and a NumPy mirror for acting with small MLPs.
+
+A cfg lists layers in order, one section each: ``[dense-N]``, ``[convolutional-N]``,
+``[flatten-N]``. Hidden layers with ``common=1`` form a trunk shared by every output; the other
+hidden layers form a tower that is built once per output (separate actor and critic networks
+in one file); sections with ``output=1`` are the heads, matched in order to the outputs the agent
+asks for, with ``units`` filled in from the environment when left out.
+
+Calling a ``tf.function`` costs ~0.7 ms here whatever the graph, while a 64-64 MLP forward in
+NumPy takes ~0.02 ms, so agents act through :class:`NumpyForward` when the model allows it.
+"""
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import math
+import os
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+LAYER_KEYS = {
+    'dense': {'units', 'activation', 'initializer', 'gain', 'common', 'output'},
+    'convolutional': {'filters', 'size', 'stride', 'activation', 'initializer', 'gain', 'common'},
+    'flatten': {'common'},
+}
+INITIALIZERS = {
+    'orthogonal', 'glorot_uniform', 'glorot_normal', 'he_uniform', 'he_normal',
+    'lecun_uniform', 'lecun_normal', 'zeros', 'random_normal', 'random_uniform',
+}
+NUMPY_ACTIVATIONS: dict[str | None, Callable[[np.ndarray], np.ndarray]] = {
+    None: lambda x: x,
+    'linear': lambda x: x,
+    'relu': lambda x: np.maximum(x, 0),
+    'tanh': np.tanh,
+    'sigmoid': lambda x: 1 / (1 + np.exp(-x)),
+    'elu': lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
+    'softplus': lambda x: np.logaddexp(x, 0),
+}
+KERAS_ACTIVATIONS = set(NUMPY_ACTIVATIONS) - {None} | {'gelu', 'selu', 'swish', 'leaky_relu'}
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """One output an agent asks of a model: its name, width and activation."""
+
+    name: str
+    units: int
+    activation: str | None = None
+
+
+@dataclasses.dataclass
+class LayerGraph:
+    """How a cfg model's layers connect: a shared trunk, then one chain of layers per output."""
+
+    trunk: list
+    branches: list[list]
+
+
+class CfgError(ValueError):
+    """A ``.cfg`` file that cannot describe a model for this agent and environment."""
+
+
+class _Section:
+    """A parsed cfg section with typed accessors whose errors name file, section and key."""
+
+    def __init__(self, path: str, name: str, items: dict[str, str]) -> None:
+        self.path, self.name, self.items = path, name, items
+
+    def error(self, key: str | None, message: str) -> CfgError:
+        where = f'[{self.name}]' + (f' {key}' if key else '')
+        return CfgError(f'{self.path}: {where}: {message}')
+
+    def get(self, key: str, cast: type, default=None, required: bool = False):
+        if key not in self.items:
+            if required:
+                raise self.error(key, 'missing required key')
+            return default
+        raw = self.items[key]
+        try:
+            value = cast(raw)
+        except ValueError:
+            raise self.error(key, f'expected {cast.__name__}, got {raw!r}') from None
+        if cast in (int, float) and value <= 0 and key not in ('common', 'output'):
+            raise self.error(key, f'expected a positive number, got {raw!r}')
+        return value
+
+    def flag(self, key: str) -> bool:
+        value = self.items.get(key, '0').strip().lower()
+        if value not in ('0', '1', 'true', 'false'):
+            raise self.error(key, f'expected 0 or 1, got {value!r}')
+        return value in ('1', 'true')
+
+
+def read_cfg(path: str) -> list[_Section]:
+    """Parse and validate a cfg file into sections, raising CfgError naming file, section, key."""
+    if not os.path.isfile(path):
+        raise CfgError(f'model file not found: {path}')
+    parser = configparser.ConfigParser()
+    try:
+        parser.read(path)
+    except configparser.Error as error:
+        raise CfgError(f'{path}: malformed cfg: {error.message.splitlines()[0]}') from None
+    sections = []
+    for name in parser.sections():
+        match = re.fullmatch(r'(dense|convolutional|flatten)-\d+', name)
+        if not match:
+            raise CfgError(
+                f'{path}: [{name}]: unknown section, expected dense-N, convolutional-N or flatten-N'
+            )
+        section = _Section(path, name, dict(parser[name]))
+        unknown = set(section.items) - LAYER_KEYS[match.group(1)]
+        if unknown:
+            allowed = ' '.join(sorted(LAYER_KEYS[match.group(1)]))
+            raise section.error(sorted(unknown)[0], f'unknown key, expected one of: {allowed}')
+        activation = section.items.get('activation')
+        if activation is not None and activation not in KERAS_ACTIVATIONS:
+            raise section.error('activation', f'unknown activation {activation!r}')
+        initializer = section.items.get('initializer')
+        if initializer is not None and initializer not in INITIALIZERS:
+            raise section.error('initializer', f'unknown initializer {initializer!r}')
+        sections.append(section)
+    if not sections:
+        raise CfgError(f'{path}: no layers found')
+    return sections
+
+
+def _initializer(section: _Section):
+    name = section.items.get('initializer', 'glorot_uniform')
+    gain = section.get('gain', float, 1.0)
+    if name == 'orthogonal':
+        return tf.keras.initializers.Orthogonal(gain=gain)
+    if 'gain' in section.items:
+        # Scale a variance-scaling initializer by gain**2 (gain multiplies the standard deviation).
+        config = tf.keras.initializers.get(name).get_config()
+        if 'scale' not in config:
+            raise section.error('gain', f'gain only applies to orthogonal and variance-scaling initializers')
+        config['scale'] *= gain**2
+        return tf.keras.initializers.get(name).__class__.from_config(config)
+    return tf.keras.initializers.get(name)
+
+
+def _make_layer(section: _Section, units: int | None = None, activation: str | None = None):
+    kind = section.name.split('-')[0]
+    if kind == 'flatten':
+        return tf.keras.layers.Flatten()
+    activation = section.items.get('activation', activation)
+    initializer = _initializer(section)
+    if kind == 'convolutional':
+        return tf.keras.layers.Conv2D(
+            section.get('filters', int, required=True),
+            section.get('size', int, required=True),
+            section.get('stride', int, 1),
+            activation=activation,
+            kernel_initializer=initializer,
+        )
+    return tf.keras.layers.Dense(units, activation=activation, kernel_initializer=initializer)
+
+
+def build_model(
+    path: str, observation_space, outputs: Sequence[Output], name: str = 'model'
+) -> tf.keras.Model:
+    """Build a Keras model from the cfg at ``path`` for ``observation_space``.
+
+    Args:
+        path: The ``.cfg`` file.
+        observation_space: A Gymnasium Box; uint8 observations are scaled to [0, 1] in the model.
+        outputs: What the agent needs, matched in order to the cfg's ``output=1`` sections.
+        name: The Keras model name.
+
+    Returns:
+        A model mapping a batch of observations to the list of outputs (or one tensor if one
+        output), with a ``layer_graph`` attribute used by :class:`NumpyForward`.
+    """
+    sections = read_cfg(path)
+    heads = [section for section in sections if section.flag('output')]
+    hidden = [section for section in sections if not section.flag('output')]
+    if len(heads) != len(outputs):
+        wanted = ', '.join(output.name for output in outputs)
+        raise CfgError(
+            f'{path}: expected {len(outputs)} output section(s) ({wanted}), got {len(heads)}'
+        )
+    if sections.index(heads[0]) < len(hidden):
+        raise CfgError(f'{path}: [{heads[0].name}]: output sections must come after all hidden layers')
+    convolutional = [section for section in hidden if section.name.startswith('convolutional')]
+    shape = observation_space.shape
+    if convolutional and len(shape) != 3:
+        raise convolutional[0].error(
+            None, f'convolutional layers need image observations, got shape {shape}'
+        )
+    inputs = tf.keras.Input(shape, dtype=observation_space.dtype, name='observations')
+    x = tf.keras.ops.cast(inputs, 'float32')
+    if observation_space.dtype == np.uint8:
+        x = tf.keras.layers.Rescaling(1 / 255)(x)
+    trunk, tower = [], []
+    for section in hidden:
+        (trunk if section.flag('common') and not tower else tower).append(section)
+        if section.name.startswith('dense') and 'units' not in section.items:
+            raise section.error('units', 'missing required key')
+    graph = LayerGraph(trunk=[], branches=[])
+    flat = len(shape) == 1
+    for section in trunk:
+        layer = _make_layer(section, section.get('units', int))
+        graph.trunk.append(layer)
+        flat = _check_fits(section, flat)
+        x = layer(x)
+    results = []
+    for section, output in zip(heads, outputs):
+        units = section.get('units', int, output.units)
+        if units != output.units:
+            raise section.error('units', f'expected {output.units} for output {output.name!r}, got {units}')
+        branch, y, branch_flat = [], x, flat
+        for tower_section in tower:
+            layer = _make_layer(tower_section, tower_section.get('units', int))
+            branch_flat = _check_fits(tower_section, branch_flat)
+            branch.append(layer)
+            y = layer(y)
+        _check_fits(section, branch_flat)
+        head = _make_layer(section, units, output.activation)
+        branch.append(head)
+        graph.branches.append(branch)
+        results.append(head(y))
+    model = tf.keras.Model(inputs, results if len(results) > 1 else results[0], name=name)
+    model.layer_graph = graph
+    return model
+
+
+def _check_fits(section: _Section, flat: bool) -> bool:
+    """Refuse a dense layer on unflattened images; return whether the activations are flat."""
+    kind = section.name.split('-')[0]
+    if kind == 'dense' and not flat:
+        raise section.error(None, 'dense layer on image activations: add a [flatten-N] section before it')
+    return flat or kind == 'flatten'
+
+
+class NumpyForward:
+    """Evaluate an all-dense cfg model in NumPy, from a copy of its weights.
+
+    Call :meth:`refresh` after every update so the copy follows the trained weights.
+    """
+
+    def __init__(self, model: tf.keras.Model) -> None:
+        self.model = model
+        self.graph: LayerGraph = model.layer_graph
+        self.scale = 1 / 255 if model.inputs[0].dtype == 'uint8' else None
+        self.params: list[tuple[np.ndarray, np.ndarray, Callable]] = []
+        self.refresh()
+
+    @staticmethod
+    def supports(model: tf.keras.Model) -> bool:
+        """True if ``model`` came from a cfg and has only dense layers with NumPy activations."""
+        graph = getattr(model, 'layer_graph', None)
+        if graph is None:
+            return False
+        layers = graph.trunk + [layer for branch in graph.branches for layer in branch]
+        return all(
+            isinstance(layer, tf.keras.layers.Dense)
+            and layer.activation.__name__ in NUMPY_ACTIVATIONS
+            for layer in layers
+        )
+
+    def refresh(self) -> None:
+        """Copy the model's current weights."""
+        def params(layer):
+            kernel, bias = (weight.numpy() for weight in layer.weights)
+            return kernel, bias, NUMPY_ACTIVATIONS[layer.activation.__name__]
+
+        self.trunk = [params(layer) for layer in self.graph.trunk]
+        self.branches = [[params(layer) for layer in branch] for branch in self.graph.branches]
+
+    def __call__(self, observations: np.ndarray) -> list[np.ndarray]:
+        x = observations.astype(np.float32)
+        if self.scale:
+            x *= self.scale
+        for kernel, bias, activation in self.trunk:
+            x = activation(x @ kernel + bias)
+        results = []
+        for branch in self.branches:
+            y = x
+            for kernel, bias, activation in branch:
+                y = activation(y @ kernel + bias)
+            results.append(y)
+        return results
