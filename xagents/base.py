@@ -219,6 +219,9 @@ class BaseAgent:
         max_steps: int | None = None,
         monitor_session: str | None = None,
         tensorboard: str | None = None,
+        eval_frequency: int | None = None,
+        eval_episodes: int = 5,
+        stop_on: str = 'train',
     ) -> History:
         """Train until the mean reward reaches ``target_reward`` or ``max_steps`` env steps pass.
 
@@ -227,11 +230,14 @@ class BaseAgent:
             max_steps: Stop after this many env steps (summed over envs).
             monitor_session: Log metrics to a wandb run of this name.
             tensorboard: Write TensorBoard summaries to this directory.
+            eval_frequency: Every this many steps, play eval_episodes deterministic episodes.
+            eval_episodes: Episodes per deterministic evaluation, each in its own env.
+            stop_on: Judge target_reward on the 'train' mean reward or the latest 'eval' reward.
 
         Returns:
             The history of finished episodes.
         """
-        self._begin(target_reward, max_steps)
+        self._begin(target_reward, max_steps, eval_frequency, eval_episodes, stop_on)
         self.sinks = []
         if monitor_session:
             self.sinks.append(WandbSink(monitor_session, self.config()))
@@ -246,6 +252,14 @@ class BaseAgent:
                 self.last_metrics = self.train_once()
                 if progress:
                     progress.update(self.steps - steps_before)
+                if self.eval_frequency and self.steps >= self.next_eval:
+                    self.next_eval += self.eval_frequency
+                    self.eval_reward = self.evaluate(self.eval_episodes)
+                    for sink in self.sinks:
+                        sink.write({'eval_reward': self.eval_reward}, self.steps)
+                    if not self.quiet:
+                        logger.info('steps %d  eval reward %.2f (%d deterministic episodes)',
+                                    self.steps, self.eval_reward, self.eval_episodes)
                 if self.mean_reward > self.best_reward:
                     self.best_reward = self.mean_reward
                     self.improved = True
@@ -270,11 +284,17 @@ class BaseAgent:
         return {key: value for key, value in vars(self).items()
                 if isinstance(value, (int, float, str, bool)) and not key.startswith('_')}
 
-    def _begin(self, target_reward: float | None, max_steps: int | None) -> None:
+    def _begin(self, target_reward: float | None, max_steps: int | None, eval_frequency: int | None,
+               eval_episodes: int, stop_on: str) -> None:
         if target_reward is None and max_steps is None:
             raise ValueError('expected target_reward or max_steps (or both), got neither')
-        if max_steps is not None and max_steps <= 0:
-            raise ValueError(f'expected max_steps > 0, got {max_steps}')
+        _check_positive(max_steps=max_steps, eval_frequency=eval_frequency, eval_episodes=eval_episodes)
+        if stop_on not in ('train', 'eval'):
+            raise ValueError(f"expected stop_on 'train' or 'eval', got {stop_on!r}")
+        if stop_on == 'eval' and not eval_frequency:
+            raise ValueError('stop_on eval needs an eval_frequency')
+        self.eval_frequency, self.eval_episodes, self.stop_on = eval_frequency, eval_episodes, stop_on
+        self.eval_reward = -np.inf
         if self.history_to_resume and not self.weights_loaded:
             raise ValueError(
                 f'history {self.history_checkpoint} exists: pass its weights to resume, '
@@ -295,6 +315,7 @@ class BaseAgent:
             self.games = len(frame)
             self.reward_buffer.extend(frame['episode_reward'].iloc[-self.reward_buffer.maxlen:])
             self.mean_reward = float(np.mean(self.reward_buffer))
+        self.next_eval = self.steps + (eval_frequency or 0)
         self.improved = False
         self.plateau_count = self.early_stop_count = 0
         self.last_log_games = self.games
@@ -378,17 +399,38 @@ class BaseAgent:
             logger.info('Plateau: learning rate reduced by a factor of %s', self.plateau_reduce_factor)
 
     def _stop_reason(self) -> str | None:
-        if (
-            self.target_reward is not None
-            and len(self.reward_buffer) == self.reward_buffer.maxlen
-            and self.mean_reward >= self.target_reward
-        ):
-            return f'Reward achieved in {self.steps} steps'
+        if self.target_reward is not None:
+            if self.stop_on == 'eval':
+                reached = self.eval_reward >= self.target_reward
+            else:
+                reached = (len(self.reward_buffer) == self.reward_buffer.maxlen
+                           and self.mean_reward >= self.target_reward)
+            if reached:
+                return f'Reward achieved in {self.steps} steps'
         if self.max_steps is not None and self.steps >= self.max_steps:
             return f'Maximum steps ({self.max_steps}) reached; best mean reward {self.best_reward:.2f}'
         if self.early_stop_count >= self.early_stop_patience:
             return f'Early stopping after {self.early_stop_count} plateaus; best mean reward {self.best_reward:.2f}'
         return None
+
+    def evaluate(self, episodes: int = 5, seed: int | None = None) -> float:
+        """Mean return of ``episodes`` deterministic episodes, played at once on fresh envs."""
+        settings = self.envs.metadata.get('xagents')
+        if settings is None:
+            raise ValueError('evaluation needs envs made by xagents.utils.envs.create_envs')
+        envs = create_envs(n_envs=episodes, **settings)
+        try:
+            observations = envs.reset(seed=self.seed + 10_000 if seed is None and self.seed is not None else seed)[0]
+            returns, running = np.zeros(episodes), np.ones(episodes, bool)
+            while running.any():
+                observations, rewards, terminated, truncated, _ = envs.step(
+                    self.act(observations, deterministic=True)
+                )
+                returns += rewards * running
+                running &= ~(terminated | truncated)
+        finally:
+            envs.close()
+        return float(returns.mean())
 
     # ------------------------------------------------------------------------------- play
     def play(

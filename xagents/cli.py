@@ -102,7 +102,9 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     args = vars(build_parser(command, agent).parse_args(argv))
     env_id = args.pop('env')
     weights = args.pop('weights', None)
-    fit_names = {'target_reward', 'max_steps', 'monitor_session', 'tensorboard'}
+    from xagents.base import BaseAgent
+
+    fit_names = {flag.name for flag in flags_of([BaseAgent.fit])}
     play_names = {flag.name for flag in play_flags()} - {'weights'}
     run_args = {name: args.pop(name) for name in list(args) if name in fit_names | play_names}
     if command == 'play':

@@ -110,6 +110,8 @@ def create_envs(
     make = functools.partial(make_env, env_id, preprocess, max_frame)
     vector_class = gym.vector.AsyncVectorEnv if async_envs else gym.vector.SyncVectorEnv
     envs = vector_class([make] * n_envs, autoreset_mode=AUTORESET_MODE)
+    # Enough to make more envs like these (deterministic evaluation, play).
+    envs.metadata['xagents'] = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame}
     if seed is not None:
         envs.action_space.seed(seed)
     return envs
