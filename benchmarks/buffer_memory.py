@@ -92,8 +92,8 @@ def main() -> None:
     print(f'  whole stacks, for comparison:                 {whole.bytes_per_transition:8.1f} B')
     del whole
 
-    env = FakeAtari(args.n_envs)
     for cls, kwargs in ((ReplayBuffer, {}), (PrioritizedReplayBuffer, {'n_steps': 3})):
+        env = FakeAtari(args.n_envs)
         before = rss_mib()
         buffer = make_buffer(cls, args.capacity, args.n_envs, **kwargs)
         allocated = rss_mib()

@@ -118,23 +118,30 @@ class _FrameStore:
     def __init__(self, rows: int, n_envs: int, space: gym.Space, axis: int) -> None:
         self.axis = axis % len(space.shape)
         self.stack_size = space.shape[self.axis]
+        self.shape, self.dtype = space.shape, space.dtype
         frame_shape = space.shape[:self.axis] + space.shape[self.axis + 1:]
         self.frames = np.zeros((rows, n_envs) + frame_shape, space.dtype)
+        self._newest = (slice(None),) * (self.axis + 1) + (-1,)  # [:, ..., -1] on the stack axis
 
     @property
     def nbytes(self) -> int:
         return self.frames.nbytes
 
     def write(self, rows: np.ndarray, envs: np.ndarray, observations: np.ndarray) -> None:
-        self.frames[rows, envs] = np.take(observations, -1, axis=self.axis + 1)
+        self.frames[rows, envs] = observations[self._newest]
 
     def read(self, frame_rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
-        stacks = self.frames[frame_rows, envs[:, None]]  # (batch, stack_size, *frame_shape)
-        return np.ascontiguousarray(np.moveaxis(stacks, 1, self.axis + 1))
+        stacks = np.empty((len(envs),) + self.shape, self.dtype)
+        by_frame = np.moveaxis(stacks, self.axis + 1, 1)  # a view: (batch, stack_size, *frame)
+        # One gather per stack position: ~6x faster than transposing a gathered (B, K, H, W)
+        # array into channels-last, whose innermost copy loop would run over K only.
+        for k in range(self.stack_size):
+            by_frame[:, k] = self.frames[frame_rows[:, k], envs]
+        return stacks
 
     def is_self_contained(self, observations: np.ndarray) -> np.ndarray:
         """Whether each stack repeats one frame, as ``FrameStackObservation`` emits at reset."""
-        newest = np.take(observations, [-1], axis=self.axis + 1)
+        newest = np.expand_dims(observations[self._newest], self.axis + 1)
         return (observations == newest).reshape(len(observations), -1).all(axis=1)
 
 
@@ -227,7 +234,7 @@ class ReplayBuffer:
         self._truncated = np.zeros(shape, bool)
         self._starts = np.zeros(shape, bool)  # first observation of an episode
         self._kinds = np.zeros(shape, np.uint8)
-        self._stamps = np.full(shape, np.iinfo(np.int64).min, np.int64)  # stream position
+        self._stamps = np.full(shape, -2 ** 62, np.int64)  # stream position; -2**62: never written
         self._envs = np.arange(n_envs)
         self._positions = np.zeros(n_envs, np.int64)  # stream position of each env's next add
         self._episode_ended = np.ones(n_envs, bool)
@@ -448,10 +455,14 @@ class SumTree:
         """Leaf values at ``indices``."""
         return self._nodes[self._leaf_start + np.asarray(indices)]
 
-    def update(self, indices: np.ndarray, values: np.ndarray) -> None:
-        """Set leaves ``indices`` to ``values`` (last one wins on repeats) and refresh sums."""
-        nodes = self._leaf_start + np.asarray(indices, np.int64)
-        self._nodes[nodes] = values
+    def update(self, indices: np.ndarray, values: np.ndarray | float) -> None:
+        """Set leaves ``indices`` to ``values`` (the last one wins on repeats) and refresh sums."""
+        indices = np.asarray(indices, np.int64)
+        values = np.broadcast_to(np.asarray(values, np.float64), indices.shape)
+        # NumPy leaves the winner of repeated fancy-index writes unspecified: keep the last.
+        last = len(indices) - 1 - np.unique(indices[::-1], return_index=True)[1]
+        nodes = self._leaf_start + indices[last]
+        self._nodes[nodes] = values[last]
         for _ in range(self._depth):
             nodes = nodes // 2  # repeated parents get the same sum twice, which is harmless
             self._nodes[nodes] = self._nodes[2 * nodes] + self._nodes[2 * nodes + 1]
@@ -535,13 +546,18 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         positions = self._positions.copy()
         super().add(observations, actions, rewards, next_observations, terminated, truncated)
         n, envs = self.n_envs, self._envs
-        written = np.concatenate([positions % self._rows, (positions + 1) % self._rows]) * n
-        self.tree.update(written + np.tile(envs, 2), 0.0)
-        # Transitions of the last n_steps adds whose window this step completed.
+        # The two slots written per env leave the tree (a transition's slot re-enters below when
+        # its window is complete), then transitions of the last n_steps adds whose window this
+        # step completed enter it. Slots written now hold no priority yet: treat them as 0.
+        written = (np.concatenate([positions % self._rows, (positions + 1) % self._rows]) * n
+                   + np.tile(envs, 2))
         back = np.arange(self.n_steps)[:, None]
         candidates = (((positions - back) % self._rows) * n + envs).ravel()
-        fresh = candidates[self._valid(candidates) & (self.tree[candidates] == 0)]
-        self.tree.update(fresh, self.max_priority ** self.alpha)
+        unset = (self.tree[candidates] == 0) | np.isin(candidates, written)
+        fresh = candidates[self._valid(candidates) & unset]
+        self.tree.update(np.concatenate([written, fresh]),
+                         np.concatenate([np.zeros(len(written)),
+                                         np.full(len(fresh), self.max_priority ** self.alpha)]))
 
     def sample(self, batch_size: int) -> ReplayBatch:
         """Sample transitions in proportion to their priority (stratified over the batch).
