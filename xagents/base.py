@@ -238,13 +238,11 @@ class BaseAgent:
             The history of finished episodes.
         """
         self._begin(target_reward, max_steps, eval_frequency, eval_episodes, stop_on)
-        self.sinks = []
         if monitor_session:
             self.sinks.append(WandbSink(monitor_session, self.config()))
         if tensorboard:
             self.sinks.append(TensorBoardSink(tensorboard))
         self.training_started = True
-        self.start_time, self.start_steps = time.perf_counter(), self.steps
         progress = self._progress_bar(max_steps)
         try:
             while True:
@@ -322,6 +320,8 @@ class BaseAgent:
         if not self.training_started:
             self.episode_returns = np.zeros(self.n_envs)
             self.observations = self.envs.reset(seed=self.seed)[0]
+        self.sinks = []
+        self.start_time, self.start_steps = time.perf_counter(), self.steps
 
     def _progress_bar(self, max_steps: int | None):
         if self.quiet or not sys.stderr.isatty():
@@ -384,7 +384,11 @@ class BaseAgent:
 
     def _monitor_plateau(self) -> None:
         """Reduce the learning rate on a plateau and count towards early stopping."""
-        if self.divergence_monitoring_steps is None or self.steps < self.divergence_monitoring_steps:
+        if (
+            self.divergence_monitoring_steps is None
+            or self.steps < self.divergence_monitoring_steps
+            or self.early_stop_count >= self.early_stop_patience  # stopping at the end of this update
+        ):
             return
         if self.improved:
             self.improved = False

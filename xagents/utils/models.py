@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
-import math
 import os
 import re
 from typing import Callable, Sequence
@@ -136,7 +135,7 @@ def _initializer(section: _Section):
         # Scale a variance-scaling initializer by gain**2 (gain multiplies the standard deviation).
         config = tf.keras.initializers.get(name).get_config()
         if 'scale' not in config:
-            raise section.error('gain', f'gain only applies to orthogonal and variance-scaling initializers')
+            raise section.error('gain', 'gain only applies to orthogonal and variance-scaling initializers')
         config['scale'] *= gain**2
         return tf.keras.initializers.get(name).__class__.from_config(config)
     return tf.keras.initializers.get(name)
@@ -196,7 +195,10 @@ def build_model(
         x = tf.keras.layers.Rescaling(1 / 255)(x)
     trunk, tower = [], []
     for section in hidden:
-        (trunk if section.flag('common') and not tower else tower).append(section)
+        if section.flag('common') and tower:
+            raise section.error('common', f'shared (common=1) layers must come before the per-output '
+                                          f'layers, but it follows [{tower[0].name}]')
+        (trunk if section.flag('common') else tower).append(section)
         if section.name.startswith('dense') and 'units' not in section.items:
             raise section.error('units', 'missing required key')
     graph = LayerGraph(trunk=[], branches=[])

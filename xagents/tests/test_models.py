@@ -1,0 +1,101 @@
+"""The .cfg model reader: shipped cfgs build with the right outputs, bad cfgs name file/section/key."""
+import glob
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from xagents.utils.models import CfgError, NumpyForward, Output, build_model
+
+PACKAGE = os.path.dirname(os.path.dirname(__file__))
+VECTOR_SPACE = gym.spaces.Box(-1, 1, (6,), np.float32)
+IMAGE_SPACE = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+
+
+def write(tmp_path, text, name='model.cfg'):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(PACKAGE, '*', 'models', '*.cfg'))))
+def test_every_shipped_cfg_builds_with_requested_outputs(path):
+    space = IMAGE_SPACE if os.path.basename(path).startswith('cnn') else VECTOR_SPACE
+    from xagents.utils.models import read_cfg
+
+    heads = [section for section in read_cfg(path) if section.flag('output')]
+    # Heads without units are filled from what the agent asks (3 + i here); fixed ones keep theirs.
+    outputs = [Output(f'out{i}', head.get('units', int, 3 + i)) for i, head in enumerate(heads)]
+    model = build_model(path, space, outputs)
+    results = model(np.zeros((2, *space.shape), space.dtype))
+    results = results if isinstance(results, (list, tuple)) else [results]
+    assert heads and len(results) == len(heads)
+    assert [tuple(result.shape) for result in results] == [(2, output.units) for output in outputs]
+
+
+def test_shared_trunk_and_towers(tmp_path):
+    path = write(tmp_path, '[dense-1]\nunits=8\ncommon=1\n[dense-2]\nunits=5\n'
+                           '[dense-3]\noutput=1\n[dense-4]\nunits=1\noutput=1\n')
+    model = build_model(path, VECTOR_SPACE, [Output('policy', 2), Output('value', 1)])
+    graph = model.layer_graph
+    assert len(graph.trunk) == 1
+    # The non-common hidden layer is built once per output: two towers of (dense-2, head).
+    assert [len(branch) for branch in graph.branches] == [2, 2]
+    assert graph.branches[0][0] is not graph.branches[1][0]
+    # 6*8+8 (trunk) + 2*(8*5+5) (towers) + 5*2+2 + 5*1+1 (heads)
+    assert model.count_params() == 56 + 90 + 12 + 6
+
+
+def test_numpy_forward_matches_keras(tmp_path):
+    path = write(tmp_path, '[dense-1]\nunits=16\nactivation=tanh\n[dense-2]\nunits=16\nactivation=relu\n'
+                           '[dense-3]\noutput=1\n[dense-4]\nunits=1\noutput=1\n')
+    model = build_model(path, VECTOR_SPACE, [Output('policy', 3), Output('value', 1)])
+    assert NumpyForward.supports(model)
+    observations = np.random.default_rng(0).uniform(-1, 1, (5, 6)).astype(np.float32)
+    expected = [output.numpy() for output in model(observations)]
+    forward = NumpyForward(model)
+    for got, want in zip(forward(observations), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    model.layers[-1].kernel.assign(model.layers[-1].kernel + 1)
+    forward.refresh()
+    assert not np.allclose(forward(observations)[1], expected[1])
+
+
+def test_cnn_model_is_not_mirrored_in_numpy():
+    path = os.path.join(PACKAGE, 'ppo', 'models', 'cnn-model.cfg')
+    model = build_model(path, IMAGE_SPACE, [Output('policy', 6), Output('value', 1)])
+    assert not NumpyForward.supports(model)
+
+
+@pytest.mark.parametrize('text, message', [
+    ('[dense-1]\nunits=8\n[layer-2]\nunits=1\noutput=1\n', '[layer-2]: unknown section'),
+    ('[dense-1]\nunits=8\nsize=3\n[dense-2]\noutput=1\n', '[dense-1] size: unknown key'),
+    ('[dense-1]\nunits=eight\n[dense-2]\noutput=1\n', '[dense-1] units: expected int'),
+    ('[dense-1]\nunits=-4\n[dense-2]\noutput=1\n', '[dense-1] units: expected a positive number'),
+    ('[dense-1]\nunits=8\nactivation=sparkle\n[dense-2]\noutput=1\n', '[dense-1] activation: unknown activation'),
+    ('[dense-1]\nunits=8\n', 'expected 1 output section(s) (policy), got 0'),
+    ('[dense-1]\nunits=8\n[dense-2]\nunits=3\noutput=1\n', '[dense-2] units: expected 2'),
+    ('[dense-1]\nactivation=relu\n[dense-2]\noutput=1\n', '[dense-1] units: missing required key'),
+    ('[convolutional-1]\nfilters=8\nsize=3\n[flatten-1]\n[dense-1]\noutput=1\n', 'convolutional layers need image'),
+    ('[dense-1]\nunits=8\n[dense-2]\nunits=8\ncommon=1\n[dense-3]\noutput=1\n', '[dense-2] common'),
+    ('[dense-1]\nunits=8\noutput=maybe\n', '[dense-1] output: expected 0 or 1'),
+    ('units=8\n', 'malformed cfg'),
+])
+def test_bad_cfg_names_file_section_and_key(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(CfgError) as error:
+        build_model(path, VECTOR_SPACE, [Output('policy', 2)])
+    assert str(error.value).startswith(path)
+    assert message in str(error.value)
+
+
+def test_dense_on_images_needs_flatten(tmp_path):
+    path = write(tmp_path, '[convolutional-1]\nfilters=4\nsize=8\nstride=4\n[dense-1]\noutput=1\n')
+    with pytest.raises(CfgError, match=r'\[dense-1\]: dense layer on image activations'):
+        build_model(path, IMAGE_SPACE, [Output('policy', 2)])
+
+
+def test_missing_cfg_file():
+    with pytest.raises(CfgError, match='model file not found: nowhere.cfg'):
+        build_model('nowhere.cfg', VECTOR_SPACE, [Output('policy', 2)])

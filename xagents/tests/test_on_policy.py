@@ -1,0 +1,170 @@
+"""The shared on-policy loop and PPO/A2C: truncation, updates, seeding, checkpoints, resume, learning."""
+import os
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+
+from xagents import A2C, PPO
+from xagents.utils.envs import AUTORESET_MODE, create_envs
+
+
+class CountingEnv(gym.Env):
+    """Observation = steps taken this episode; reward 1 per step; terminates at ``terminate_at``."""
+
+    observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, terminate_at=None):
+        self.terminate_at = terminate_at
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([self.t], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.terminate_at is not None and self.t >= self.terminate_at
+        return np.array([self.t], np.float32), 1.0, terminated, False, {}
+
+
+def counting_envs(terminate_at, truncate_at):
+    make = lambda: gym.wrappers.TimeLimit(CountingEnv(terminate_at), truncate_at)  # noqa: E731
+    return gym.vector.SyncVectorEnv([make, make], autoreset_mode=AUTORESET_MODE)
+
+
+def test_truncation_bootstraps_and_termination_does_not():
+    # Env truncates after 3 steps (never terminates): step 3's reward is 1 + gamma * V(final obs 3).
+    agent = PPO(counting_envs(None, 3), n_steps=4, mini_batches=1, gamma=0.9, seed=0, quiet=True)
+    agent._begin(None, 8, None, 5, 'train')
+    rollout = agent.collect()
+    value_of_3 = agent.forward(np.array([[3.0]], np.float32))[1][0]
+    np.testing.assert_allclose(rollout.rewards[:, 0], [1, 1, 1 + 0.9 * value_of_3, 1], rtol=1e-5)
+    np.testing.assert_array_equal(rollout.dones[:, 0], [0, 0, 1, 0])
+    # The step after the end is the new episode's first: observed 0, never the reset transition.
+    np.testing.assert_array_equal(rollout.observations[:, 0, 0], [0, 1, 2, 0])
+    assert agent.games == 2 and list(agent.reward_buffer) == [3.0, 3.0]
+
+    agent = PPO(counting_envs(3, 10), n_steps=4, mini_batches=1, gamma=0.9, seed=0, quiet=True)
+    agent._begin(None, 8, None, 5, 'train')
+    rollout = agent.collect()
+    np.testing.assert_array_equal(rollout.rewards[:, 0], [1, 1, 1, 1])
+    np.testing.assert_array_equal(rollout.dones[:, 0], [0, 0, 1, 0])
+
+
+@pytest.mark.parametrize('agent_class', [PPO, A2C])
+@pytest.mark.parametrize('env_id', ['CartPole-v1', 'Pendulum-v1'])
+def test_one_update_is_finite_and_changes_weights(agent_class, env_id):
+    agent = agent_class.from_env(env_id, n_envs=2, n_steps=8, seed=1, quiet=True)
+    before = [weight.numpy().copy() for weight in agent.model.weights]
+    agent._begin(None, 16, None, 5, 'train')
+    metrics = agent.train_once()
+    assert metrics and all(np.isfinite(float(value)) for value in metrics.values())
+    assert any(not np.array_equal(a, b.numpy()) for a, b in zip(before, agent.model.weights))
+    actions = agent.act(agent.observations)
+    assert all(agent.envs.single_action_space.contains(action) for action in actions)
+
+
+def test_same_seed_same_history(workdir):
+    def run(path):
+        agent = PPO.from_env('CartPole-v1', seed=7, history_checkpoint=path, quiet=True)
+        agent.fit(max_steps=3000)
+        agent.envs.close()
+        return pd.read_parquet(path).drop(columns='time')
+
+    first, second = run('a.parquet'), run('b.parquet')
+    assert len(first) > 50
+    pd.testing.assert_frame_equal(first, second)
+    different = PPO.from_env('CartPole-v1', seed=8, quiet=True)
+    different.fit(max_steps=3000)
+    assert list(different.history.frame()['episode_reward']) != list(first['episode_reward'])
+
+
+def test_checkpoint_round_trip_keeps_weights_optimizer_and_counters(workdir):
+    agent = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, seed=0, checkpoints=['p.tf'], quiet=True)
+    agent.fit(max_steps=64)
+    agent.save_models()
+    assert int(agent.optimizer.iterations) > 0
+    other = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, seed=5, quiet=True)
+    other.load_weights(['p.tf'])
+    for a, b in zip(agent.model.weights, other.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for a, b in zip(agent.optimizer.variables, other.optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert 'log_std' in [weight.name for weight in other.model.weights]
+    # The NumPy acting copy follows the loaded weights.
+    observations = np.ones((1, 3), np.float32)
+    np.testing.assert_allclose(other.forward(observations)[0], agent.forward(observations)[0], rtol=1e-6)
+
+
+def test_bad_weights_files(workdir):
+    agent = PPO.from_env('CartPole-v1', n_envs=2, quiet=True)
+    with pytest.raises(FileNotFoundError, match='weights file not found: missing.tf'):
+        agent.load_weights(['missing.tf'])
+    with open('junk.tf', 'w') as file:
+        file.write('not a checkpoint')
+    with pytest.raises(ValueError, match='junk.tf is not an xagents checkpoint'):
+        agent.load_weights(['junk.tf'])
+    pendulum = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, checkpoints=['p.tf'], quiet=True)
+    pendulum.save_models()
+    with pytest.raises(ValueError, match='p.tf does not fit this model'):
+        agent.load_weights(['p.tf'])
+
+
+def test_resume_continues_steps_and_best_reward(workdir):
+    first = PPO.from_env('CartPole-v1', seed=3, checkpoints=['c.tf'], history_checkpoint='h.parquet', quiet=True)
+    first.fit(max_steps=4000)
+    saved = pd.read_parquet('h.parquet')
+    assert saved['step'].iloc[-1] <= first.steps
+    # A fresh agent refuses the existing history without weights (nothing is overwritten) ...
+    fresh = PPO.from_env('CartPole-v1', checkpoints=['c.tf'], history_checkpoint='h.parquet', quiet=True)
+    with pytest.raises(ValueError, match='h.parquet exists'):
+        fresh.fit(max_steps=8000)
+    pd.testing.assert_frame_equal(pd.read_parquet('h.parquet'), saved)
+    # ... and continues from it with them.
+    resumed = PPO.from_env('CartPole-v1', seed=4, checkpoints=['c.tf'], history_checkpoint='h.parquet', quiet=True)
+    resumed.load_weights(['c.tf'])
+    resumed.fit(max_steps=8000)
+    history = pd.read_parquet('h.parquet')
+    pd.testing.assert_frame_equal(history.iloc[:len(saved)], saved)
+    new = history.iloc[len(saved):]
+    assert len(new) > 0 and new['step'].min() > saved['step'].iloc[-1]
+    assert 8000 <= resumed.steps < 8000 + 8 * 32 + 1
+    assert resumed.best_reward >= saved['best_reward'].max()
+    assert (new['time'] >= saved['time'].iloc[-1]).all()
+
+
+def test_checkpoint_count_must_match_models():
+    envs = create_envs('CartPole-v1', 2)
+    with pytest.raises(ValueError, match=r'PPO trains 1 model\(s\) \(model\), got 2 checkpoint path\(s\)'):
+        PPO(envs, checkpoints=['a.tf', 'b.tf'])
+
+
+def test_plateau_reduces_learning_rate_then_stops_early():
+    agent = PPO.from_env('CartPole-v1', seed=0, lr=1e-9, log_frequency=1, divergence_monitoring_steps=1,
+                         plateau_reduce_patience=2, plateau_reduce_factor=0.5, early_stop_patience=2,
+                         quiet=True)
+    agent.fit(max_steps=200_000)
+    assert agent.early_stop_count == 2 and agent.steps < 200_000
+    assert float(agent.optimizer.learning_rate) == pytest.approx(1e-9 * 0.25)
+
+
+def test_ppo_learns_cartpole():
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
+    agent.fit(target_reward=150, max_steps=60_000)
+    assert agent.mean_reward >= 150, agent.mean_reward
+
+
+def test_a2c_learns_cartpole():
+    agent = A2C.from_env('CartPole-v1', seed=0, quiet=True)
+    agent.fit(target_reward=150, max_steps=150_000)
+    assert agent.mean_reward >= 150, agent.mean_reward
+
+
+def test_evaluation_is_deterministic_and_can_stop_training():
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
+    agent.fit(target_reward=500, max_steps=60_000, eval_frequency=5000, eval_episodes=3, stop_on='eval')
+    assert agent.eval_reward == 500
+    assert agent.evaluate(3, seed=1) == agent.evaluate(3, seed=1)
