@@ -139,6 +139,16 @@ def test_ring_wraps_around_keeping_the_newest_transitions():
     assert counts.min() > 0.5 * len(sampled) / 8  # roughly uniform (expected 301 each)
 
 
+def test_each_episode_end_uses_one_slot_for_its_final_observation():
+    buffer = counting_buffer(capacity=8, n_envs=1)  # 8 + 1 slots
+    drive(make_envs((2, 100)), buffer, 20)
+    # Episode e fills slots 3e, 3e + 1 (transitions from counters 0, 1) and 3e + 2 (final
+    # observation). After 10 episodes the ring holds slots 21..29: episodes 7, 8 and 9.
+    assert len(buffer) == 6
+    sampled = {k for _ in range(50) for k in keys(buffer.sample(6).observations)}
+    assert sampled == {(0, e, c) for e in (7, 8, 9) for c in (0, 1)}
+
+
 def test_terminated_stops_bootstrapping_and_truncated_bootstraps_from_the_final_observation():
     # env 0 terminates when its counter reaches 3; env 1 is truncated by TimeLimit at 4.
     buffer = counting_buffer(gamma=0.9)
