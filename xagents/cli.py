@@ -11,7 +11,7 @@ import sys
 import xagents
 from xagents.utils.cli import ArgumentParser, Flag, constructors, fail, flags_of
 
-AGENTS = ('a2c', 'ppo')
+AGENTS = ('a2c', 'ppo', 'trpo')
 COMMANDS = {
     'train': 'train an agent on an environment',
     'play': 'play one episode with trained weights (screen, mp4, jpg frames)',
@@ -63,7 +63,7 @@ def agent_flags(klass: type) -> list[Flag]:
 
 def build_parser(command: str, agent: str | None) -> ArgumentParser:
     prog = f'xagents {command}' + (f' {agent}' if agent else '')
-    parser = ArgumentParser(prog=prog, add_help=False,
+    parser = ArgumentParser(prog=prog, add_help=False, allow_abbrev=False,
                             description=f'{COMMANDS[command]}.',
                             formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=40))
     general = parser.add_argument_group('general flags')
@@ -135,7 +135,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
 
 
 def run_plot(argv: list[str]) -> None:
-    parser = ArgumentParser(prog='xagents plot', description=COMMANDS['plot'] + '.')
+    parser = ArgumentParser(prog='xagents plot', description=COMMANDS['plot'] + '.', allow_abbrev=False)
     parser.add_argument('histories', nargs='+', help='parquet files written by --history-checkpoint')
     parser.add_argument('--labels', nargs='+', help='one legend label per file (default: file names)')
     parser.add_argument('--env', required=True, help=ENV_HELP + ' (the title)')

@@ -1,0 +1,167 @@
+"""The command line as a user meets it: help, one-line errors with exit status 2, the README's run."""
+import os
+import subprocess
+import sys
+
+import cv2
+import pandas as pd
+import pytest
+
+from xagents.cli import main
+from xagents.utils.history import plot_history
+
+XAGENTS = [sys.executable, '-m', 'xagents.cli']
+
+
+def run_main(capsys, *argv):
+    """Run ``xagents argv`` in this process; return (exit status, stdout, stderr)."""
+    try:
+        main(list(argv))
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_bare_command_prints_version_usage_and_commands(capsys):
+    status, out, _ = run_main(capsys)
+    assert status == 0
+    assert 'xagents 1.0.0' in out and 'usage: xagents <command>' in out
+    for command in ('train', 'play', 'plot'):
+        assert f'  {command}' in out
+
+
+def test_train_lists_general_and_training_flags_only(capsys):
+    status, out, _ = run_main(capsys, 'train')
+    assert status == 0
+    for flag in ('--env', '--n-envs', '--seed', '--lr', '--target-reward', '--max-steps', '--checkpoints',
+                 '--history-checkpoint', '--weights', '--monitor-session', '--tensorboard', '--quiet'):
+        assert flag in out, flag
+    assert '--clip-norm' not in out
+
+
+def test_agent_help_lists_every_constructor_parameter_with_default(capsys):
+    from xagents.base import BaseAgent
+    from xagents.utils.cli import constructors, flags_of
+
+    status, out, _ = run_main(capsys, 'train', 'ppo')
+    assert status == 0
+    for flag in flags_of(constructors(__import__('xagents').PPO, BaseAgent) + [BaseAgent.__init__]):
+        assert flag.option in out, flag.option
+    assert '--ppo-epochs N' in out and '(default: 4)' in out
+    assert '--clip-norm X' in out and '(default: 0.2)' in out
+
+
+def test_help_defaults_are_the_constructor_defaults():
+    import inspect
+
+    from xagents import PPO
+    from xagents.base import BaseAgent
+    from xagents.utils.cli import constructors, flags_of
+
+    for flag in flags_of(constructors(PPO, BaseAgent) + [BaseAgent.__init__]):
+        for function in constructors(PPO, BaseAgent) + [BaseAgent.__init__]:
+            parameter = inspect.signature(function).parameters.get(flag.name)
+            if parameter is not None:
+                expected = None if parameter.default is inspect.Parameter.empty else parameter.default
+                assert flag.default == expected, flag.name
+                break
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['fly'], "unknown command 'fly'"),
+    (['train', 'ddqn'], "unknown agent 'ddqn'"),
+    (['train', 'ppo', '--env', 'CartPol-v1', '--max-steps', '10'], "unknown environment id 'CartPol-v1'"),
+    (['train', 'ppo', '--env', 'CartPole-v1'], 'expected target_reward or max_steps'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '100', '--checkpoints', 'a.tf', 'b.tf'],
+     'trains 1 model(s) (model), got 2 checkpoint path(s)'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '100', '--weights', 'missing.tf'],
+     'weights file not found: missing.tf'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '0'], 'expected max_steps > 0, got 0'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--n-envs', '0'], 'expected n_envs >= 1, got 0'),
+    (['train', 'a2c', '--env', 'CartPole-v1', '--max-steps', '10', '--n-steps', '-5'], 'expected n_steps > 0, got -5'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--mini-batches', '3'],
+     'expected mini_batches to divide n_steps * n_envs = 256, got 3'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--n-step', '5'], 'unrecognized arguments: --n-step'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--lr', 'fast'], "invalid float value: 'fast'"),
+    (['train', 'ppo', '--max-steps', '10'], 'the following arguments are required: --env'),
+    (['play', 'ppo', '--env', 'CartPole-v1'], '--weights is required'),
+    (['train', '--env', 'CartPole-v1'], 'expected an agent (a2c, ppo'),
+    (['plot', 'missing.parquet', '--env', 'CartPole-v1', '--output', 'x.png'], 'history file not found'),
+])
+def test_bad_input_is_one_line_with_status_2(capsys, workdir, argv, message):
+    status, out, err = run_main(capsys, *argv)
+    assert status == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert 'Traceback' not in err and 'usage:' not in err
+
+
+def test_malformed_cfg_names_file_section_and_key(capsys, workdir):
+    with open('bad.cfg', 'w') as file:
+        file.write('[dense-1]\nunits=64\nactivaton=relu\n[dense-2]\noutput=1\n[dense-3]\nunits=1\noutput=1\n')
+    status, _, err = run_main(capsys, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10',
+                              '--model', 'bad.cfg')
+    assert status == 2
+    assert 'bad.cfg: [dense-1] activaton: unknown key' in err and len(err.strip().splitlines()) == 1
+
+
+def test_existing_files_are_never_overwritten_without_resume(capsys, workdir):
+    for name in ('old.tf', 'old.parquet'):
+        with open(name, 'wb') as file:
+            file.write(b'precious')
+    pd.DataFrame({'mean_reward': [1.0], 'best_reward': [1.0], 'episode_reward': [1.0], 'step': [8],
+                  'time': [0.1]}).to_parquet('old.parquet')
+    history = open('old.parquet', 'rb').read()
+    status, _, err = run_main(capsys, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '500',
+                              '--checkpoints', 'old.tf')
+    assert status == 2 and 'checkpoint old.tf exists' in err
+    status, _, err = run_main(capsys, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '500',
+                              '--history-checkpoint', 'old.parquet')
+    assert status == 2 and 'history old.parquet exists' in err
+    assert open('old.tf', 'rb').read() == b'precious'
+    assert open('old.parquet', 'rb').read() == history
+
+
+def test_readme_sequence_train_plot_play(workdir):
+    """The README's first run, verbatim, through the installed command line."""
+    train = subprocess.run(
+        XAGENTS + ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '250', '--n-envs', '16',
+                   '--n-steps', '1024', '--checkpoints', 'ppo-cartpole.tf', '--history-checkpoint',
+                   'ppo-cartpole.parquet', '--seed', '123'],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert train.returncode == 0, train.stderr[-2000:]
+    assert train.stdout.strip().splitlines()[-1].startswith('Reward achieved in ')
+    history = pd.read_parquet('ppo-cartpole.parquet')
+    assert list(history.columns) == ['mean_reward', 'best_reward', 'episode_reward', 'step', 'time']
+    assert history['mean_reward'].iloc[-1] >= 250
+    figure = plot_history(['ppo-cartpole.parquet'], ['PPO'], 'CartPole-v1', history_interval=100,
+                          output='curves.png')
+    assert len(figure.axes) == 2 and len(figure.axes[0].lines) == 1
+    assert len(figure.axes[0].lines[0].get_xdata()) == len(history[::100])
+    assert os.path.getsize('curves.png') > 10_000
+    play = subprocess.run(
+        XAGENTS + ['play', 'ppo', '--env', 'CartPole-v1', '--weights', 'ppo-cartpole.tf', '--video-dir', 'video',
+                   '--seed', '0'],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert play.returncode == 0, play.stderr[-2000:]
+    reward = float(play.stdout.strip().splitlines()[-1].split(': ')[1])
+    assert reward >= 250
+    (video,) = os.listdir('video')
+    capture = cv2.VideoCapture(os.path.join('video', video))
+    frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    assert video.endswith('.mp4') and capture.read()[0] and frames >= reward
+
+
+def test_plot_command_writes_image(capsys, workdir):
+    pd.DataFrame({'mean_reward': [1.0, 2.0, 3.0], 'best_reward': [1.0, 2.0, 3.0],
+                  'episode_reward': [1.0, 3.0, 5.0], 'step': [10, 20, 30], 'time': [0.1, 0.2, 0.3]}
+                 ).to_parquet('h.parquet')
+    status, out, _ = run_main(capsys, 'plot', 'h.parquet', 'h.parquet', '--labels', 'A', 'B',
+                              '--env', 'CartPole-v1', '--output', 'curves.png')
+    assert status == 0 and os.path.getsize('curves.png') > 10_000
+    status, _, err = run_main(capsys, 'plot', 'h.parquet', '--labels', 'A', 'B', '--env', 'X', '--output', 'c.png')
+    assert status == 2 and 'expected one label per history file (1), got 2' in err
