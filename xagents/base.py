@@ -7,6 +7,7 @@ logging, checkpoints, stopping rules) lives here once.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import importlib.resources
 import json
@@ -245,7 +246,13 @@ class BaseAgent:
             self.sinks.append(TensorBoardSink(tensorboard))
         self.training_started = True
         progress = self._progress_bar(max_steps)
+        redirect = contextlib.nullcontext()
+        if progress:
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            redirect = logging_redirect_tqdm()  # log lines above the bar, not through it
         try:
+            redirect.__enter__()
             while True:
                 steps_before = self.steps
                 self.last_metrics = self.train_once()
@@ -270,6 +277,7 @@ class BaseAgent:
         finally:
             if progress:
                 progress.close()
+            redirect.__exit__(None, None, None)
             self.history.flush()
             self._log_progress()
             for sink in self.sinks:

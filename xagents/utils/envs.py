@@ -100,7 +100,7 @@ def create_envs(
         env_id: A registered Gymnasium id, e.g. ``CartPole-v1`` or ``PongNoFrameskip-v4``.
         n_envs: Number of environments stepped together.
         seed: Seeds env ``i`` with ``seed + i`` on the first reset, and the action space.
-        preprocess: Atari preprocessing; None means on for ALE ids and off otherwise.
+        preprocess: Atari preprocessing (default: on for ALE ids, off for others).
         max_frame: Max-pool the last two of the skipped frames while preprocessing.
         async_envs: Step the envs in subprocesses (worth it for heavy envs such as Atari).
     """
