@@ -1,1 +1,3 @@
 from xagents.ppo.agent import PPO
+
+__all__ = ['PPO']

@@ -6,8 +6,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import pandas as pd
 import pytest
 import tensorflow as tf
 

@@ -1,5 +1,4 @@
 """The shared on-policy loop and PPO/A2C: truncation, updates, seeding, checkpoints, resume, learning."""
-import os
 
 import gymnasium as gym
 import numpy as np

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from xagents.utils.atomic import atomic_write
