@@ -1,0 +1,3 @@
+from xagents.ddpg.agent import DDPG
+
+__all__ = ['DDPG']

@@ -1,0 +1,3 @@
+from xagents.dqn.agent import DQN
+
+__all__ = ['DQN']

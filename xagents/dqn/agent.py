@@ -1,0 +1,139 @@
+"""Deep Q-networks (Mnih et al. 2015, https://doi.org/10.1038/nature14236) with the usual extensions."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from xagents.base import OffPolicy
+from xagents.utils.models import Output
+
+
+class DQN(OffPolicy):
+    """DQN with a target network, epsilon-greedy exploration and a Huber loss.
+
+    loss = E[w * huber(Q(s, a) - y)],  y = R + discount * Q_target(s', argmax_a' Q_(s', a'))
+    where ``R`` and ``discount`` are the n-step return and ``gamma ** k`` (0 after a termination)
+    from the buffer, ``Q_`` is the target network (the online one with ``double``, van Hasselt
+    et al. 2016, https://arxiv.org/abs/1509.06461) and ``w`` the prioritised-replay weights.
+    ``dueling`` builds Q = V + A - mean(A) from the two heads of a dueling cfg (Wang et al. 2016,
+    https://arxiv.org/abs/1511.06581). The target network is copied every
+    ``target_update_interval`` gradient steps (``tau`` < 1 averages it instead).
+    """
+
+    supported_action_spaces = (gym.spaces.Discrete,)
+    model_roles = ('model', 'target_model')
+    metric_names = ('loss', 'q')
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        model: str | tf.keras.Model | None = None,
+        *,
+        lr: float = 1e-4,
+        buffer_max_size: int = 1_000_000,
+        buffer_initial_size: int = 50_000,
+        buffer_batch_size: int = 32,
+        update_every: int = 4,
+        gradient_steps: int = 1,
+        tau: float = 1.0,
+        target_update_interval: int = 2500,
+        epsilon_start: float = 1.0,
+        epsilon_end: float = 0.05,
+        epsilon_decay_steps: int = 250_000,
+        double: bool = False,
+        dueling: bool = False,
+        grad_norm: float = 10.0,
+        **kwargs,
+    ) -> None:
+        """
+        Args:
+            model: Q-network: a .cfg file or a Keras model (default: packaged cfg; a dueling cfg has
+                a value and an advantage head).
+            lr: Learning rate.
+            buffer_max_size: Replay buffer capacity in transitions (over all envs).
+            buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
+            buffer_batch_size: Transitions per gradient step.
+            update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
+            gradient_steps: Gradient steps per update, all run in one graph call.
+            tau: Polyak coefficient of the target network (1 copies it).
+            target_update_interval: Gradient steps between target network updates.
+            epsilon_start: Exploration rate at the first step.
+            epsilon_end: Exploration rate after epsilon_decay_steps.
+            epsilon_decay_steps: Env steps over which epsilon falls linearly.
+            double: Double DQN: the online network picks the next action, the target rates it.
+            dueling: Dueling heads: Q = V + A - mean(A) (the default cfg becomes the dueling one).
+            grad_norm: Clip gradients to this global norm.
+        """
+        super().__init__(envs, lr=lr, buffer_max_size=buffer_max_size,
+                         buffer_initial_size=buffer_initial_size, buffer_batch_size=buffer_batch_size,
+                         update_every=update_every, gradient_steps=gradient_steps, tau=tau, **kwargs)
+        for name, value in (('target_update_interval', target_update_interval),
+                            ('epsilon_decay_steps', epsilon_decay_steps), ('grad_norm', grad_norm)):
+            if value <= 0:
+                raise ValueError(f'expected {name} > 0, got {value}')
+        for name, value in (('epsilon_start', epsilon_start), ('epsilon_end', epsilon_end)):
+            if not 0 <= value <= 1:
+                raise ValueError(f'expected 0 <= {name} <= 1, got {value}')
+        self.target_update_interval = target_update_interval
+        self.epsilon_start, self.epsilon_end = epsilon_start, epsilon_end
+        self.epsilon_decay_steps = epsilon_decay_steps
+        self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
+        if dueling:
+            model = self.model_file('dueling', envs.single_observation_space, model)
+            outputs = [Output('value', 1), Output('advantage', self.n_actions)]
+        else:
+            outputs = [Output('q', self.n_actions)]
+        self.model = self.build('model', model, outputs)
+        self.target_model = self.build_target('target_model', self.model)
+        self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
+        self.forward = self.forward_function(self.model)
+
+    @property
+    def epsilon(self) -> float:
+        """The exploration rate at the current step."""
+        progress = min(1.0, self.steps / self.epsilon_decay_steps)
+        return self.epsilon_start + progress * (self.epsilon_end - self.epsilon_start)
+
+    def q_values_np(self, observations: np.ndarray) -> np.ndarray:
+        outputs = self.forward(observations)
+        if self.dueling:
+            value, advantage = outputs
+            return value + advantage - advantage.mean(-1, keepdims=True)
+        return outputs[0]
+
+    def policy(self, observations: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        return self.q_values_np(observations).argmax(-1)
+
+    def explore(self, observations: np.ndarray) -> np.ndarray:
+        greedy = self.policy(observations)
+        explore = self.rng.random(len(greedy)) < self.epsilon
+        return np.where(explore, self.rng.integers(0, self.n_actions, len(greedy)), greedy)
+
+    def q_values(self, model: tf.keras.Model, observations: tf.Tensor) -> tf.Tensor:
+        """``(batch, n_actions)`` Q-values of ``model`` (combining dueling heads)."""
+        if self.dueling:
+            value, advantage = model(observations)
+            return value + advantage - tf.reduce_mean(advantage, -1, keepdims=True)
+        return model(observations)
+
+    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+        next_q = self.q_values(self.target_model, next_observations)
+        if self.double:
+            next_actions = tf.argmax(self.q_values(self.model, next_observations), -1)
+        else:
+            next_actions = tf.argmax(next_q, -1)
+        targets = rewards + discounts * tf.gather(next_q, next_actions, batch_dims=1)
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            q = tf.gather(self.q_values(self.model, observations), actions, batch_dims=1)
+            td_errors = q - tf.stop_gradient(targets)
+            loss = tf.reduce_mean(weights * huber(td_errors))
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return {'loss': loss, 'q': tf.reduce_mean(q)}, td_errors
+
+
+def huber(x: tf.Tensor, delta: float = 1.0) -> tf.Tensor:
+    """Elementwise Huber loss: ``x**2 / 2`` within ``delta``, linear beyond."""
+    absolute = tf.abs(x)
+    return tf.where(absolute <= delta, 0.5 * tf.square(x), delta * (absolute - 0.5 * delta))

@@ -1,0 +1,3 @@
+from xagents.sac.agent import SAC
+
+__all__ = ['SAC']

@@ -1,0 +1,191 @@
+"""Soft actor-critic (Haarnoja et al. 2018, https://arxiv.org/abs/1812.05905), Box and Discrete actions."""
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from xagents.base import OffPolicy
+from xagents.utils.distributions import Categorical
+from xagents.utils.models import Output
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 and Spinning Up clamp them
+
+
+class LogAlpha(tf.keras.Model):
+    """The log of SAC's entropy weight, as a model so it is checkpointed and optimised like one."""
+
+    def __init__(self, alpha: float) -> None:
+        super().__init__(name='alpha')
+        self.log_alpha = self.add_weight(shape=(), initializer=tf.keras.initializers.Constant(math.log(alpha)),
+                                         name='log_alpha')
+
+
+class SAC(OffPolicy):
+    """SAC with twin soft Q-functions, Polyak targets and automatic entropy tuning.
+
+    Box actions (Haarnoja et al. 2018): a tanh-squashed Gaussian policy, log-probabilities
+    corrected for the squashing, ``a ~ pi(.|s)`` sampled by reparameterisation:
+        y = R + discount * (min_i Q_targ_i(s', a') - alpha log pi(a'|s')),  a' ~ pi(.|s')
+        critic loss = 1/2 sum_i E[w (Q_i(s, a) - y)^2]
+        actor loss = E[alpha log pi(a~|s) - min_i Q_i(s, a~)]
+        alpha loss = -E[log alpha * (log pi(a~|s) + target_entropy)]
+    Discrete actions (Christodoulou 2019, https://arxiv.org/abs/1910.07207): the policy is a
+    softmax and every expectation over actions is computed exactly:
+        y = R + discount * sum_a' pi(a'|s') (min_i Q_targ_i(s', a') - alpha log pi(a'|s'))
+        actor loss = E[sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a))]
+        alpha loss = -E[log alpha * (sum_a pi(a|s) log pi(a|s) + target_entropy)]
+    ``R`` and ``discount`` come from the buffer (n-step return, 0 after a termination).
+    """
+
+    model_roles = ('actor', 'critic', 'target_critic', 'alpha')
+    metric_names = ('critic_loss', 'actor_loss', 'alpha_loss', 'alpha', 'entropy')
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        actor_model: str | tf.keras.Model | None = None,
+        critic_model: str | tf.keras.Model | None = None,
+        *,
+        lr: float = 3e-4,
+        buffer_initial_size: int = 1000,
+        buffer_batch_size: int = 256,
+        update_every: int = 50,
+        gradient_steps: int = 50,
+        tau: float = 0.005,
+        alpha: float | None = None,
+        initial_alpha: float = 1.0,
+        target_entropy: float | None = None,
+        **kwargs,
+    ) -> None:
+        """
+        Args:
+            actor_model: Policy: a .cfg file or a Keras model (default: packaged cfg).
+            critic_model: Twin Q-functions, one model with two heads (default: packaged cfg).
+            lr: Learning rate of the actor, the critics and alpha.
+            buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
+            buffer_batch_size: Transitions per gradient step.
+            update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
+            gradient_steps: Gradient steps per update, all run in one graph call.
+            tau: Polyak coefficient of the target critics.
+            alpha: A fixed entropy weight; default: tuned automatically towards target_entropy.
+            initial_alpha: Starting entropy weight when it is tuned.
+            target_entropy: Entropy aimed at when tuning alpha; default -dim(A) for Box actions and
+                0.98 log(n) (the paper's) for n discrete actions.
+        """
+        super().__init__(envs, lr=lr, buffer_initial_size=buffer_initial_size,
+                         buffer_batch_size=buffer_batch_size, update_every=update_every,
+                         gradient_steps=gradient_steps, tau=tau, **kwargs)
+        for name, value in (('alpha', alpha), ('initial_alpha', initial_alpha)):
+            if value is not None and value <= 0:
+                raise ValueError(f'expected {name} > 0, got {value}')
+        self.auto_alpha = alpha is None
+        if target_entropy is None:
+            target_entropy = 0.98 * math.log(self.n_actions) if self.discrete else -float(
+                np.prod(self.action_low.shape))
+        self.target_entropy = target_entropy
+        if self.discrete:
+            self.categorical = Categorical(envs.single_action_space)
+            actor_units = q_units = self.n_actions
+        else:
+            actor_units, q_units = 2 * int(np.prod(self.action_low.shape)), 1
+        self.actor = self.build('actor', actor_model, [Output('policy', actor_units)])
+        self.critic = self.build_critic('critic', critic_model, [Output('q1', q_units), Output('q2', q_units)])
+        self.target_critic = self.build_target('target_critic', self.critic)
+        self.models['alpha'] = self.alpha_model = LogAlpha(initial_alpha if self.auto_alpha else alpha)
+        self.log_alpha = self.alpha_model.log_alpha
+        self.actor_optimizer = self.make_optimizer('actor')
+        self.critic_optimizer = self.make_optimizer('critic')
+        self.alpha_optimizer = self.make_optimizer('alpha') if self.auto_alpha else None
+        self.actor_forward = self.forward_function(self.actor)
+
+    # ------------------------------------------------------------------------ acting
+    def policy(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        outputs = self.actor_forward(observations)[0]
+        if self.discrete:
+            return self.categorical.sample_np(outputs, self.rng, deterministic)[0]
+        mean, log_std = np.split(outputs, 2, axis=-1)
+        if deterministic:
+            return np.tanh(mean)
+        std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
+        return np.tanh(mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32))
+
+    def explore(self, observations: np.ndarray) -> np.ndarray:
+        return self.policy(observations, deterministic=False)
+
+    # ---------------------------------------------------------------------- learning
+    def squashed_gaussian(self, observations: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Reparameterised actions ``tanh(u)`` in ``[-1, 1]`` and their log-probabilities ``(batch,)``.
+
+        log pi(a|s) = log N(u; mean, std) - sum log(1 - tanh(u)^2), the second term written as
+        2 (log 2 - u - softplus(-2u)) for numerical stability (Spinning Up's form).
+        """
+        mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
+        log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+        noise = tf.random.normal(tf.shape(mean))
+        u = mean + tf.exp(log_std) * noise
+        log_prob = tf.reduce_sum(-0.5 * noise ** 2 - log_std - 0.5 * math.log(2 * math.pi), -1)
+        log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
+        return tf.tanh(u), log_prob
+
+    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+        if self.discrete:
+            return self.discrete_train_step(observations, actions, rewards, next_observations, discounts, weights)
+        alpha = tf.exp(self.log_alpha)
+        next_actions, next_log_probs = self.squashed_gaussian(next_observations)
+        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
+        targets = tf.stop_gradient(rewards + discounts * (next_q - alpha * next_log_probs))
+        critic_variables = self.critic.trainable_variables
+        with tf.GradientTape() as tape:
+            td_errors = self.q_values(self.critic, observations, actions) - targets
+            critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
+        self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
+                                                  critic_variables))
+        actor_variables = self.actor.trainable_variables
+        with tf.GradientTape() as tape:
+            new_actions, log_probs = self.squashed_gaussian(observations)
+            q = tf.reduce_min(self.q_values(self.critic, observations, new_actions), 0)
+            actor_loss = tf.reduce_mean(alpha * log_probs - q)
+        self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables), actor_variables))
+        alpha_loss = self.update_alpha(log_probs)
+        metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'alpha_loss': alpha_loss,
+                   'alpha': alpha, 'entropy': -tf.reduce_mean(log_probs)}
+        return metrics, td_errors[0]
+
+    def discrete_train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+        """The discrete-action update (Christodoulou 2019): exact expectations over actions."""
+        alpha = tf.exp(self.log_alpha)
+        next_log_probs = tf.nn.log_softmax(self.actor(next_observations))
+        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations), 0)
+        next_values = tf.reduce_sum(tf.exp(next_log_probs) * (next_q - alpha * next_log_probs), -1)
+        targets = tf.stop_gradient(rewards + discounts * next_values)
+        critic_variables = self.critic.trainable_variables
+        with tf.GradientTape() as tape:
+            q = tf.reduce_sum(self.q_values(self.critic, observations) * tf.one_hot(actions, self.n_actions), -1)
+            td_errors = q - targets
+            critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
+        self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
+                                                  critic_variables))
+        q = tf.stop_gradient(tf.reduce_min(self.q_values(self.critic, observations), 0))
+        actor_variables = self.actor.trainable_variables
+        with tf.GradientTape() as tape:
+            log_probs = tf.nn.log_softmax(self.actor(observations))
+            probs = tf.exp(log_probs)
+            actor_loss = tf.reduce_mean(tf.reduce_sum(probs * (alpha * log_probs - q), -1))
+        self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables), actor_variables))
+        expected_log_probs = tf.reduce_sum(probs * log_probs, -1)
+        alpha_loss = self.update_alpha(expected_log_probs)
+        metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'alpha_loss': alpha_loss,
+                   'alpha': alpha, 'entropy': -tf.reduce_mean(expected_log_probs)}
+        return metrics, td_errors[0]
+
+    def update_alpha(self, log_probs: tf.Tensor) -> tf.Tensor:
+        """One step on ``-E[log alpha * (log pi + target_entropy)]`` (a no-op for a fixed alpha)."""
+        if not self.auto_alpha:
+            return tf.constant(0.0)
+        with tf.GradientTape() as tape:
+            alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_probs + self.target_entropy))
+        self.alpha_optimizer.apply_gradients([(tape.gradient(alpha_loss, self.log_alpha), self.log_alpha)])
+        return alpha_loss

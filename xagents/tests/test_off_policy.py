@@ -1,0 +1,403 @@
+"""The off-policy loop, the losses of DQN, SAC (Box and Discrete), DDPG and TD3, noise and CLI errors.
+
+Losses are checked on tiny networks with fixed weights against values worked out by hand in
+the comments; optimizers get a learning rate of 0 where a later loss reads a network that an
+earlier step of the same update would otherwise have changed.
+"""
+import math
+import subprocess
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xagents.base import polyak_update
+from xagents.ddpg import DDPG
+from xagents.ddpg.noise import AdaptiveParamNoise, OrnsteinUhlenbeckActionNoise, parse_noise_type
+from xagents.dqn import DQN
+from xagents.sac import SAC
+from xagents.td3 import TD3
+from xagents.utils.envs import create_envs
+
+XAGENTS = '/work/venv/bin/xagents'
+
+
+def linear(inputs: int, *heads: np.ndarray, bias=None, activation=None) -> tf.keras.Model:
+    """A Keras model whose heads are ``x @ kernel (+ bias)``, kernels given."""
+    x = tf.keras.Input((inputs,))
+    outputs = []
+    for i, kernel in enumerate(heads):
+        layer = tf.keras.layers.Dense(kernel.shape[1], activation=activation)
+        outputs.append(layer(x))
+        layer.set_weights([np.asarray(kernel, np.float32),
+                           np.zeros(kernel.shape[1], np.float32) if bias is None else np.asarray(bias[i], np.float32)])
+    return tf.keras.Model(x, outputs if len(outputs) > 1 else outputs[0])
+
+
+def freeze(agent) -> None:
+    """Learning rate 0: every loss of an update then reads the networks as they were."""
+    for optimizer in agent.optimizers.values():
+        optimizer.learning_rate.assign(0.0)
+
+
+def tensors(*arrays):
+    return [tf.constant(np.asarray(array, np.float32)) for array in arrays]
+
+
+# ------------------------------------------------------------------------------- the loop
+def test_stored_transitions_are_the_env_dynamics_truncation_bootstraps_termination_does_not():
+    """Random CartPole play through the real loop; every sampled transition is replayed on a
+    fresh CartPole set to its observation: the next observation must be the true successor
+    (the final one at episode ends, never a reset), the discount 0 exactly on termination."""
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: gym.make('CartPole-v1', max_episode_steps=15)] * 2,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    agent = DQN(envs, seed=3, buffer_initial_size=400, buffer_batch_size=32, update_every=2, quiet=True)
+    agent.fit(max_steps=398)
+    assert len(agent.buffer) == 398 and agent.gradient_updates.numpy() == 0  # no learning yet
+    batch = agent.sample(3000)  # with replacement: every stored transition, most likely
+    env = gym.make('CartPole-v1').unwrapped
+    env.reset(seed=0)
+    terminated_seen = 0
+    for observation, action, reward, next_observation, discount in zip(
+            batch.observations, batch.actions, batch.rewards, batch.next_observations, batch.discounts):
+        env.state, env.steps_beyond_terminated = observation.astype(np.float64), None
+        expected, expected_reward, terminated, _, _ = env.step(int(action))
+        np.testing.assert_allclose(next_observation, expected, rtol=1e-5, atol=1e-6)
+        assert reward == expected_reward
+        assert discount == (0.0 if terminated else np.float32(0.99))
+        terminated_seen += terminated
+    assert terminated_seen > 0
+    assert 15 in agent.reward_buffer  # some episodes were cut at the 15-step limit (and bootstrap)
+    envs.close()
+
+
+def test_polyak_update_by_hand():
+    target, source = tf.Variable([1.0, 2.0]), tf.Variable([3.0, -2.0])
+    polyak_update([target], [source], 0.25)  # 0.75 * [1, 2] + 0.25 * [3, -2] = [1.5, 1]
+    np.testing.assert_allclose(target.numpy(), [1.5, 1.0])
+    polyak_update([target], [source], 1.0)
+    np.testing.assert_allclose(target.numpy(), [3.0, -2.0])
+
+
+def test_one_graph_call_runs_every_gradient_step_and_moves_targets_on_schedule():
+    """TD3: 3 gradient steps in one call, targets averaged every policy_delay = 2 of them."""
+    agent = TD3.from_env('Pendulum-v1', seed=0, buffer_initial_size=256, buffer_batch_size=32,
+                         update_every=50, gradient_steps=3, tau=0.5, quiet=True)
+    agent.fit(max_steps=250)
+    assert agent.gradient_updates.numpy() == 0
+    freeze(agent)  # online weights stay put, so one target update gives (target + online) / 2
+    for layer in agent.target_critic.weights:
+        layer.assign(layer + 1.0)
+    before = [w.numpy() for w in agent.target_critic.weights]
+    online = [w.numpy() for w in agent.critic.weights]
+    agent.fit(max_steps=300)
+    assert agent.gradient_updates.numpy() == 3
+    assert set(agent.last_metrics) == {'critic_loss', 'actor_loss', 'q'}
+    for target, start, source in zip(agent.target_critic.weights, before, online):
+        np.testing.assert_allclose(target.numpy(), 0.5 * start + 0.5 * source, rtol=1e-5, atol=1e-6)
+
+
+def test_update_every_must_be_a_multiple_of_n_envs_and_tau_at_most_1():
+    with pytest.raises(ValueError, match='expected update_every to be a multiple of n_envs = 4, got 6'):
+        SAC.from_env('Pendulum-v1', n_envs=4, update_every=6)
+    with pytest.raises(ValueError, match=r'expected 0 < tau <= 1, got 2'):
+        SAC.from_env('Pendulum-v1', tau=2)
+
+
+def test_box_actions_are_scaled_to_the_env_bounds_and_random_fill_is_uniform():
+    agent = SAC.from_env('Pendulum-v1', seed=0, quiet=True)
+    np.testing.assert_allclose(agent.env_actions(np.array([[-1.0], [0.0], [0.5], [1.0]])),
+                               [[-2.0], [0.0], [1.0], [2.0]])
+    agent.fit(max_steps=950)  # all random: actions stored in [-1, 1], spread over it
+    actions = agent.buffer.sample(950).actions
+    assert actions.min() >= -1 and actions.max() <= 1 and actions.std() > 0.5
+    assert agent.gradient_updates.numpy() == 0
+
+
+# ----------------------------------------------------------------------------------- DQN
+def dqn_batch():
+    # s = (1, 2, 0, 0), (3, -1, 0, 0); a = 0, 1; r = 1, 0; s' = (2, 0.5, 0, 0), (0, 4, 0, 0)
+    # discounts 0.9 and 0 (the second episode terminated); importance weights 1 and 0.5.
+    observations, rewards, next_observations, discounts, weights = tensors(
+        [[1, 2, 0, 0], [3, -1, 0, 0]], [1, 0], [[2, 0.5, 0, 0], [0, 4, 0, 0]], [0.9, 0], [1, 0.5])
+    return observations, tf.constant([0, 1], tf.int64), rewards, next_observations, discounts, weights
+
+
+@pytest.mark.parametrize('double, expected', [
+    # Q(s) = (s0, s1) online, (s1, s0) target. q = Q(s, a) = 1, -1.
+    # DQN: y = 1 + 0.9 max(0.5, 2) = 2.8, 0; td = -1.8, -1; huber = 1.3, 0.5; loss = (1.3 + 0.25) / 2
+    (False, 0.775),
+    # Double: the online net picks a' = 0, 1 and the target rates them 0.5, 0: y = 1.45, 0;
+    # td = -0.45, -1; huber = 0.10125, 0.5; loss = (0.10125 + 0.25) / 2
+    (True, 0.175625),
+])
+def test_dqn_loss_by_hand(double, expected):
+    envs = create_envs('CartPole-v1')
+    identity, swap = np.eye(4, 2), np.array([[0, 1], [1, 0], [0, 0], [0, 0]])
+    agent = DQN(envs, linear(4, identity), double=double, buffer_initial_size=100, quiet=True)
+    for weight, value in zip(agent.target_model.weights, [swap, np.zeros(2)]):
+        weight.assign(value)
+    metrics, td_errors = agent.train_step(*dqn_batch())
+    np.testing.assert_allclose(metrics['loss'], expected, rtol=1e-6)
+    np.testing.assert_allclose(td_errors, [-0.45, -1] if double else [-1.8, -1], rtol=1e-6)
+
+
+def test_dueling_q_is_value_plus_centred_advantage():
+    envs = create_envs('CartPole-v1')
+    # V(s) = s0, A(s) = (s1, s2)
+    value, advantage = np.eye(4, 1), np.eye(4, 2, -1)
+    agent = DQN(envs, linear(4, value, advantage), dueling=True, buffer_initial_size=100, quiet=True)
+    # s = (1, 2, 4, 0): V = 1, A = (2, 4), Q = 1 + (2, 4) - 3 = (0, 2)
+    np.testing.assert_allclose(agent.q_values_np(np.array([[1, 2, 4, 0]], np.float32)), [[0, 2]])
+    np.testing.assert_allclose(agent.q_values(agent.model, tf.constant([[1.0, 2, 4, 0]])), [[0, 2]])
+
+
+def test_epsilon_falls_linearly_then_stays():
+    agent = DQN.from_env('CartPole-v1', epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=1000)
+    for steps, epsilon in ((0, 1.0), (500, 0.55), (1000, 0.1), (5000, 0.1)):
+        agent.steps = steps
+        assert agent.epsilon == pytest.approx(epsilon)
+
+
+def test_prioritized_replay_priorities_follow_td_errors():
+    agent = DQN.from_env('CartPole-v1', seed=0, prioritized=True, buffer_initial_size=200,
+                         buffer_batch_size=16, update_every=1, gradient_steps=1, quiet=True)
+    agent.fit(max_steps=200)
+    batch = agent.sample(16)
+    arrays = [array.reshape((1, 16) + array.shape[1:]) for array in batch[:6]]
+    _, td_errors = agent.compiled_train_steps(*arrays)
+    agent.buffer.update_priorities(batch.indices, td_errors.numpy().ravel())
+    last = {index: error for index, error in zip(batch.indices, np.abs(td_errors.numpy().ravel()))}
+    expected = (np.array(list(last.values())) + agent.buffer.epsilon) ** agent.buffer.alpha
+    np.testing.assert_allclose(agent.buffer.tree[np.array(list(last))], expected, rtol=1e-5)
+    assert np.abs(td_errors.numpy()).max() > 0
+
+
+# ----------------------------------------------------------------------------------- SAC
+def test_sac_box_losses_by_hand():
+    """log std = -20 makes the policy deterministic (tanh(0.5) = 0.46211716 =: t) and the tiny
+    fixed alpha drops the entropy terms, leaving Q arithmetic: Q1 = s0 + a, Q2 = s1 + 2a."""
+    envs = create_envs('Pendulum-v1')
+    actor = linear(3, np.zeros((3, 2)), bias=[[0.5, -20.0]])
+    critic = linear(4, np.array([[1], [0], [0], [1.0]]), np.array([[0], [1], [0], [2.0]]))
+    agent = SAC(envs, actor, critic, alpha=1e-9, buffer_initial_size=256, quiet=True)
+    freeze(agent)
+    observations, actions, rewards, next_observations, discounts, weights = tensors(
+        [[1, 2, 0], [0, -1, 0]], [[0.5], [-0.5]], [1, 2], [[0.5, 0.5, 0], [2, 1, 0]], [0.99, 0], [1, 1])
+    metrics, td_errors = agent.train_step(observations, actions, rewards, next_observations, discounts, weights)
+    t = math.tanh(0.5)
+    # targets: y1 = 1 + 0.99 * min(0.5 + t, 0.5 + 2t) = 1.95249599, y2 = 2 (terminated)
+    # Q1(s, a) = 1.5, -0.5; Q2(s, a) = 3, -2: td1 = -0.45249599, -2.5; td2 = 1.04750401, -4
+    td1 = np.array([1.5 - (1 + 0.99 * (0.5 + t)), -2.5])
+    td2 = np.array([3 - (1 + 0.99 * (0.5 + t)), -4])
+    np.testing.assert_allclose(td1, [-0.45249599, -2.5], rtol=1e-7)
+    # critic loss = 0.5 * (mean(td1^2) + mean(td2^2)) = 5.88800468
+    np.testing.assert_allclose(metrics['critic_loss'], 5.88800468, rtol=1e-5)
+    np.testing.assert_allclose(td_errors, td1, rtol=1e-5)
+    # actor loss = -mean(min(Q1, Q2)(s, t)) = -mean(min(1 + t, 2 + 2t), min(t, -1 + 2t)) = -0.69317574
+    np.testing.assert_allclose(metrics['actor_loss'], -0.5 * ((1 + t) + (-1 + 2 * t)), atol=1e-5)
+    np.testing.assert_allclose(metrics['actor_loss'], -0.69317574, atol=1e-5)
+
+
+def test_squashed_gaussian_log_prob_matches_the_change_of_variables():
+    envs = create_envs('Pendulum-v1')
+    actor = linear(3, np.zeros((3, 2)), bias=[[0.3, -1.0]])
+    agent = SAC(envs, actor, buffer_initial_size=256, quiet=True)
+    actions, log_probs = agent.squashed_gaussian(tf.zeros((4, 3)))
+    u = np.arctanh(actions.numpy()[:, 0].astype(np.float64))
+    std = math.exp(-1.0)
+    # log N(u; 0.3, e^-1) - log(1 - tanh(u)^2)
+    expected = (-0.5 * ((u - 0.3) / std) ** 2 - math.log(std) - 0.5 * math.log(2 * math.pi)
+                - np.log(1 - np.tanh(u) ** 2))
+    np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
+
+
+def test_discrete_sac_losses_by_hand():
+    """pi = (0.25, 0.75) everywhere (logits 0, ln 3); Q1(s) = (s0, s1), Q2(s) = (s1, s0); alpha 0.5."""
+    envs = create_envs('CartPole-v1')
+    actor = linear(4, np.zeros((4, 2)), bias=[[0.0, math.log(3)]])
+    critic = linear(4, np.eye(4, 2), np.array([[0, 1], [1, 0], [0, 0], [0, 0]]))
+    agent = SAC(envs, actor, critic, initial_alpha=0.5, target_entropy=0.3, buffer_initial_size=256, quiet=True)
+    agent.target_critic.set_weights(agent.critic.get_weights())
+    freeze(agent)
+    observations, rewards, next_observations, discounts, weights = tensors(
+        [[1, 2, 0, 0]], [1], [[3, 1, 0, 0]], [0.5], [1])
+    metrics, td_errors = agent.train_step(observations, tf.constant([1], tf.int64), rewards,
+                                          next_observations, discounts, weights)
+    # min Q_targ(s') = min((3, 1), (1, 3)) = (1, 1); log pi = (-1.386294, -0.287682)
+    # V(s') = 0.25 (1 + 0.5 * 1.386294) + 0.75 (1 + 0.5 * 0.287682) = 1.281168; y = 1 + 0.5 V = 1.640584
+    # Q1(s, 1) = 2, Q2(s, 1) = 1: td = 0.359416, -0.640584; critic loss = 0.5 (td1^2 + td2^2) = 0.269764
+    np.testing.assert_allclose(td_errors, [0.359416], atol=1e-5)
+    np.testing.assert_allclose(metrics['critic_loss'], 0.269764, atol=1e-5)
+    # actor: sum_a pi (0.5 log pi - min Q(s)) with min Q(s) = (1, 1): -1.281168
+    np.testing.assert_allclose(metrics['actor_loss'], -1.281168, atol=1e-5)
+    # alpha: -ln(0.5) * (sum pi log pi + 0.3) = 0.693147 * (-0.562335 + 0.3) = -0.181837
+    np.testing.assert_allclose(metrics['alpha_loss'], -0.181837, atol=1e-5)
+    np.testing.assert_allclose(metrics['entropy'], 0.562335, atol=1e-5)
+
+
+def test_sac_alpha_moves_towards_the_target_entropy():
+    envs = create_envs('CartPole-v1')
+    actor = linear(4, np.zeros((4, 2)))  # uniform policy: entropy ln 2 = 0.693
+    agent = SAC(envs, actor, target_entropy=0.1, buffer_initial_size=256, quiet=True)
+    batch = tensors([[0, 0, 0, 0]], [0], [[0, 0, 0, 0]], [0.9], [1])
+    before = agent.log_alpha.numpy()
+    agent.train_step(batch[0], tf.constant([0], tf.int64), *batch[1:])
+    assert agent.log_alpha.numpy() < before  # entropy above target: alpha shrinks
+
+
+# ---------------------------------------------------------------------------- DDPG, TD3
+def ddpg_batch():
+    # s = (1, 0, 0), (2, 0, 0); a = 0.5, -1; r = 1, 0; s' = (0, 0, 0), (1, 0, 0); discounts 0.9
+    return tensors([[1, 0, 0], [2, 0, 0]], [[0.5], [-1]], [1, 0], [[0, 0, 0], [1, 0, 0]], [0.9, 0.9], [1, 1])
+
+
+@pytest.mark.parametrize('critic_l2, expected', [
+    # mu(s) = tanh(atanh 0.5) = 0.5 everywhere; Q = s0 + 2a.
+    # y = 1 + 0.9 (0 + 1) = 1.9, 0 + 0.9 (1 + 1) = 1.8; Q(s, a) = 2, 0; td = 0.1, -1.8
+    # critic loss = mean(0.01, 3.24) = 1.625 (+ 0.01 * (1 + 4) with L2 on the kernel)
+    (0.0, 1.625),
+    (0.01, 1.675),
+])
+def test_ddpg_losses_by_hand(critic_l2, expected):
+    envs = create_envs('Pendulum-v1')
+    actor = linear(3, np.zeros((3, 1)), bias=[[math.atanh(0.5)]], activation='tanh')
+    critic = linear(4, np.array([[1], [0], [0], [2.0]]))
+    agent = DDPG(envs, actor, critic, critic_l2=critic_l2, buffer_initial_size=256, quiet=True)
+    freeze(agent)
+    metrics, td_errors = agent.train_step(*ddpg_batch())
+    np.testing.assert_allclose(td_errors, [0.1, -1.8], rtol=1e-5)
+    np.testing.assert_allclose(metrics['critic_loss'], expected, rtol=1e-5)
+    # actor loss = -mean(Q(s, 0.5)) = -mean(1 + 1, 2 + 1) = -2.5
+    np.testing.assert_allclose(metrics['actor_loss'], -2.5, rtol=1e-6)
+
+
+def test_td3_twin_critic_loss_and_delayed_actor_by_hand():
+    envs = create_envs('Pendulum-v1')
+    actor = linear(3, np.zeros((3, 1)), bias=[[math.atanh(0.5)]], activation='tanh')
+    critic = linear(4, np.array([[1], [0], [0], [2.0]]), np.array([[1], [0], [0], [1.0]]))
+    agent = TD3(envs, actor, critic, noise_clip=0.0, buffer_initial_size=256, quiet=True)
+    freeze(agent)
+    # Q1 = s0 + 2a, Q2 = s0 + a, a' = 0.5 (smoothing noise clipped to 0)
+    # y = 1 + 0.9 min(1, 0.5) = 1.45, 0.9 min(2, 1.5) = 1.35
+    # td1 = 2 - 1.45, 0 - 1.35 = 0.55, -1.35; td2 = 1.5 - 1.45, 1 - 1.35 = 0.05, -0.35
+    # critic loss = mean(td1^2) + mean(td2^2) = 1.0625 + 0.0625 = 1.125
+    metrics, td_errors = agent.train_step(*ddpg_batch())
+    np.testing.assert_allclose(td_errors, [0.55, -1.35], rtol=1e-5)
+    np.testing.assert_allclose(metrics['critic_loss'], 1.125, rtol=1e-5)
+    assert metrics['actor_loss'] == 0  # first gradient step: the actor waits (policy_delay 2)
+    agent.gradient_updates.assign(1)
+    metrics, _ = agent.train_step(*ddpg_batch())
+    np.testing.assert_allclose(metrics['actor_loss'], -2.5, rtol=1e-6)  # -mean(Q1(s, 0.5))
+
+
+def test_ddpg_is_td3_with_its_tricks_off():
+    assert issubclass(TD3, DDPG) and TD3.train_step is DDPG.train_step
+    assert (DDPG.n_critics, DDPG.policy_delay, DDPG.policy_noise_coef) == (1, 1, 0.0)
+
+
+# ---------------------------------------------------------------------------------- noise
+@pytest.mark.parametrize('spec, expected', [
+    ('normal_0.1', [('normal', 0.1)]),
+    ('adaptive-param_0.2, ou_0.3', [('adaptive-param', 0.2), ('ou', 0.3)]),
+    ('none', []),
+])
+def test_noise_types_parse_as_in_baselines(spec, expected):
+    assert parse_noise_type(spec) == expected
+
+
+@pytest.mark.parametrize('spec, message', [
+    ('pink_0.1', "got 'pink_0.1'"),
+    ('normal', "got 'normal'"),
+    ('normal_x', "expected a number after normal_, got 'x'"),
+    ('ou_-1', 'expected ou sigma > 0'),
+    ('normal_0.1,normal_0.2', 'expected each noise type once'),
+])
+def test_bad_noise_types_raise_value_error(spec, message):
+    with pytest.raises(ValueError, match=message):
+        parse_noise_type(spec)
+
+
+def test_ou_noise_is_correlated_and_restarts_with_episodes():
+    noise = OrnsteinUhlenbeckActionNoise(0.3, np.random.default_rng(0))
+    zeros, running = np.zeros((2, 1)), np.zeros(2, bool)
+    first = noise(zeros, running)
+    second = noise(zeros, running)
+    # x1 = 0.3 * 0.1 * n1; x2 = x1 (1 - 0.15 * 0.01) + 0.03 n2: the first term carries over
+    rng = np.random.default_rng(0)
+    n1, n2 = rng.standard_normal((2, 1)), rng.standard_normal((2, 1))
+    np.testing.assert_allclose(first, 0.03 * n1)
+    np.testing.assert_allclose(second, 0.03 * n1 * (1 - 0.0015) + 0.03 * n2)
+    third = noise(zeros, np.array([True, False]))  # env 0 restarted: its state began at 0
+    n3 = rng.standard_normal((2, 1))
+    np.testing.assert_allclose(third[0], 0.03 * n3[0])
+
+
+def test_adaptive_parameter_noise_scale_follows_the_action_distance():
+    agent = DDPG.from_env('Pendulum-v1', seed=0, noise_type='adaptive-param_0.2', quiet=True)
+    noise = agent.param_noise
+    observations = np.random.default_rng(0).standard_normal((256, 3)).astype(np.float32)
+    noise.stddev = 10.0  # huge weight noise: actions move far, so the scale shrinks
+    noise.adapt(agent.actor_forward, observations)
+    assert noise.distance > 0.2 and noise.stddev == pytest.approx(10 / 1.01)
+    noise.stddev = 1e-6  # no visible change: the scale grows
+    noise.adapt(agent.actor_forward, observations)
+    assert noise.distance < 0.2 and noise.stddev == pytest.approx(1.01e-6)
+    perturbed = noise.perturb(agent.actor_forward)
+    kernel, perturbed_kernel = agent.actor_forward.branches[0][0][0], perturbed.branches[0][0][0]
+    assert perturbed_kernel.shape == kernel.shape and not np.allclose(perturbed_kernel, kernel)
+    agent.fit(max_steps=1100)  # acts through the perturbed actor and adapts without error
+    assert agent.param_noise.distance > 0
+
+
+def test_adaptive_param_noise_needs_a_numpy_actor():
+    envs = create_envs('Pendulum-v1')
+    with pytest.raises(ValueError, match='expected an all-dense cfg actor for adaptive-param noise'):
+        DDPG(envs, linear(3, np.zeros((3, 1)), activation='tanh'), noise_type='adaptive-param_0.2')
+
+
+# ------------------------------------------------------------------------- checkpoints, play
+def test_checkpoints_hold_every_model_and_restore_optimizer_state(workdir):
+    paths = [f'{role}.npz' for role in SAC.model_roles]
+    agent = SAC.from_env('Pendulum-v1', seed=0, buffer_initial_size=256, update_every=50,
+                         gradient_steps=5, checkpoints=paths, quiet=True)
+    agent.fit(max_steps=600)
+    agent.save_models()
+    other = SAC.from_env('Pendulum-v1', seed=1, buffer_initial_size=256, quiet=True)
+    other.load_weights(paths)
+    for role in SAC.model_roles:
+        for saved, loaded in zip(agent.models[role].weights, other.models[role].weights):
+            np.testing.assert_array_equal(saved.numpy(), loaded.numpy())
+    for role in ('actor', 'critic', 'alpha'):
+        assert other.optimizers[role].iterations.numpy() == agent.optimizers[role].iterations.numpy() > 0
+    observations = np.zeros((2, 3), np.float32)
+    np.testing.assert_allclose(other.act(observations, deterministic=True),
+                               agent.act(observations, deterministic=True), rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------ CLI errors
+BAD_INPUTS = [
+    (['dqn', '--env', 'Pendulum-v1'],
+     'xagents train dqn: error: DQN supports Discrete action spaces, got Box(-2.0, 2.0, (1,), float32)'),
+    (['td3', '--env', 'CartPole-v1'], 'xagents train td3: error: TD3 supports Box action spaces, got Discrete(2)'),
+    (['sac', '--env', 'Pendulum-v1', '--buffer-max-size', '1000', '--buffer-initial-size', '2000'],
+     'xagents train sac: error: expected buffer_initial_size <= buffer_max_size = 1000, got 2000'),
+    (['dqn', '--env', 'CartPole-v1', '--buffer-batch-size', '2048'],
+     'xagents train dqn: error: expected buffer_batch_size <= buffer_initial_size = 1000, got 2048'),
+    (['ddpg', '--env', 'Pendulum-v1', '--noise-type', 'normal_0.1,pink_0.2'],
+     "xagents train ddpg: error: expected noise types normal_SIGMA, ou_SIGMA, adaptive-param_SIGMA or none, "
+     "comma-separated, got 'pink_0.2' in 'normal_0.1,pink_0.2'"),
+]
+
+
+def test_bad_input_is_one_line_on_stderr_with_status_2(workdir):
+    """Through the installed command; the processes run side by side (each loads TensorFlow)."""
+    processes = [subprocess.Popen([XAGENTS, 'train'] + argv + ['--max-steps', '10'], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for argv, _ in BAD_INPUTS]
+    for process, (argv, message) in zip(processes, BAD_INPUTS):
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 2, argv
+        assert stderr.splitlines() == [message], argv
+        assert 'Traceback' not in stdout
