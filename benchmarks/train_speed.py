@@ -34,9 +34,7 @@ def main() -> None:
     parser.add_argument('env')
     parser.add_argument('target', type=float)
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
-    parser.add_argument('extra', nargs=argparse.REMAINDER, help='more xagents train flags after --')
-    args = parser.parse_args()
-    extra = [flag for flag in args.extra if flag != '--']
+    args, extra = parser.parse_known_args()  # anything else is passed on to xagents train
     results = []
     for seed in args.seeds:
         steps, seconds = run(args.agent, args.env, args.target, seed, extra)
