@@ -16,6 +16,7 @@ COMMANDS = {
     'train': 'train an agent on an environment',
     'play': 'play one episode with trained weights (screen, mp4, jpg frames)',
     'plot': 'plot mean reward against steps and time from history files',
+    'tune': 'search hyperparameters with Optuna (a local study file, or a database shared by workers)',
 }
 ENV_HELP = 'Gymnasium environment id, e.g. CartPole-v1 or PongNoFrameskip-v4'
 
@@ -155,6 +156,80 @@ def run_plot(argv: list[str]) -> None:
     print(f'Plot written to {args.output}')
 
 
+def tune_parser(agent: str | None) -> ArgumentParser:
+    """Flags of ``xagents tune [agent]``: search options from ``tune``'s signature, then the
+    agent's tunable flags (tagged with how each is searched) and its other flags (one value)."""
+    from xagents.utils import tuning
+    from xagents.utils.cli import add_search_flag
+
+    parser = ArgumentParser(prog='xagents tune' + (f' {agent}' if agent else ''), add_help=False,
+                            description=f'{COMMANDS["tune"]}.',
+                            formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=40))
+    general = parser.add_argument_group('search flags')
+    general.add_argument('--env', required=agent is not None, default=argparse.SUPPRESS, help=ENV_HELP)
+    for flag in flags_of([tuning.tune], skip={'agent', 'search'}):
+        flag.add_to(general)
+    general.add_argument('-h', '--help', action='help', help='show this help and exit')
+    if agent:
+        flags, scales = tuning.hyperparameter_flags(agent), tuning.tunable(agent)
+        group = parser.add_argument_group(f'{agent} tunable flags', tuning.GRAMMAR + '.')
+        for name, scale in scales.items():
+            add_search_flag(group, flags[name], tuning.SCALES[scale])
+        group = parser.add_argument_group(
+            f'other {agent} flags (one value; per-env defaults in xagents/{agent}/hyperparameters.json)'
+        )
+        for name, flag in flags.items():
+            if name in scales:
+                continue
+            if flag.kind == 'bool':
+                flag.add_to(group)
+            else:
+                add_search_flag(group, flag)
+    return parser
+
+
+def run_tune(argv: list[str]) -> None:
+    """Parse flags and run an Optuna search (``xagents.utils.tuning.tune``)."""
+    import signal
+
+    import optuna
+
+    with native_stderr_silenced():
+        from xagents.utils import tuning  # imports TensorFlow (agent signatures): hide its noise
+    if not argv or argv[0].startswith('-'):
+        if argv and argv[0] not in ('-h', '--help'):
+            fail(f'xagents tune: error: expected an agent ({", ".join(AGENTS)}) before flags, got {argv[0]}')
+        tune_parser(None).print_help()
+        print(f'\nagents: {" ".join(AGENTS)}  (xagents tune <agent> lists its tunable flags)')
+        return
+    agent, rest = argv[0], argv[1:]
+    if agent not in AGENTS:
+        fail(f'xagents tune: error: unknown agent {agent!r} (choose from {", ".join(AGENTS)})')
+    try:
+        parser = tune_parser(agent)
+    except ValueError as error:
+        fail(f'xagents tune {agent}: error: {error}')
+    if not rest:
+        parser.print_help()
+        return
+    args = vars(parser.parse_args(rest))
+    env_id = args.pop('env')
+    option_names = {flag.name for flag in flags_of([tuning.tune])}
+    options = {name: args.pop(name) for name in list(args) if name in option_names}
+    flags = tuning.hyperparameter_flags(agent)
+    search = {name: tuning.cli_search_value(flags[name], value) if isinstance(value, list) else value
+              for name, value in args.items()}
+    configure_logging(False)
+    optuna.logging.set_verbosity(logging.WARNING)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated search stops as on Ctrl-C
+    try:
+        tuning.tune(agent, env_id, search, **options)
+    except ValueError as error:
+        fail(f'xagents tune {agent}: error: {error}')
+    except KeyboardInterrupt:
+        raise SystemExit(130)
+
+
 @contextlib.contextmanager
 def native_stderr_silenced():
     """Hide what TensorFlow's C++ runtime prints while it loads (CUDA probes, oneDNN notes)."""
@@ -192,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(f'xagents: error: unknown command {command!r} (choose from {", ".join(COMMANDS)})')
     if command == 'plot':
         return run_plot(rest)
+    if command == 'tune':
+        return run_tune(rest)
     if not rest or rest[0].startswith('-'):
         if rest and rest[0] not in ('-h', '--help'):
             fail(f'xagents {command}: error: expected an agent ({", ".join(AGENTS)}) before flags, got {rest[0]}')

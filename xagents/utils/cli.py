@@ -114,3 +114,15 @@ def fail(message: str) -> None:
     """Print a one-line error to stderr and exit with status 2."""
     sys.stderr.write((message.splitlines() or ['error'])[0] + '\n')
     raise SystemExit(2)
+
+
+def add_search_flag(group, flag: Flag, tag: str | None = None) -> None:
+    """Add ``flag`` to a search's parser: it takes one or more words (a value, choices, MIN MAX).
+
+    ``tag`` says how the flag is searched (shown in its help); a bool flag takes true/false words.
+    """
+    metavar = {'int': 'N', 'float': 'X', 'bool': 'BOOL'}.get(flag.kind, 'S')
+    shown = '' if flag.default is None else f' (default: {_show(flag.default)})'
+    tagged = f' [{tag}]' if tag else ''
+    group.add_argument(flag.option, dest=flag.name, nargs='+', metavar=metavar, default=argparse.SUPPRESS,
+                       help=flag.help + tagged + shown)

@@ -1,0 +1,243 @@
+"""xagents tune: search spaces of every agent, the embedded study and its resume, pruning,
+bad input, and two workers sharing one PostgreSQL study."""
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import uuid
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from xagents.cli import AGENTS, main, tune_parser
+from xagents.utils import tuning
+
+TINY = ['--env', 'CartPole-v1', '--trial-steps', '2000', '--n-reports', '2']
+POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',
+                              'postgresql://xagents:tune-secret@127.0.0.1:5432/xagents_tests')
+
+
+def run_main(capsys, caplog, *argv):
+    """Run ``xagents argv`` in this process; return (exit status, log + stdout, stderr)."""
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    try:
+        main(list(argv))
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    captured = capsys.readouterr()
+    return status, caplog.text + captured.out, captured.err
+
+
+@pytest.mark.parametrize('agent', AGENTS)
+def test_every_agent_declares_tunable_flags_that_parse(agent, capsys, caplog):
+    flags, scales = tuning.hyperparameter_flags(agent), tuning.tunable(agent)
+    assert 'lr' in scales and scales['lr'] == 'log'
+    for name, scale in scales.items():
+        flag = flags[name]
+        if scale == 'categorical':
+            words = {'bool': ['true', 'false'], 'str': ['a.cfg', 'b.cfg']}.get(flag.kind, ['1', '2', '3'])
+            expected = CategoricalDistribution(tuple(tuning._convert(flag, word) for word in words))
+        else:
+            words = ['2', '8'] if flag.kind == 'int' else ['0.01', '0.5']
+            kind = IntDistribution if flag.kind == 'int' else FloatDistribution
+            expected = kind(float(words[0]), float(words[1]), log=scale == 'log')
+        space = tuning.search_space(agent, {name: tuning.cli_search_value(flag, words)})
+        assert space.distributions == {name: expected}, name
+        assert space.fixed == {}
+    # one value fixes any flag; comma-separated values are choices even when there are two
+    words = {'lr': ['1e-3', '1e-2'], 'gamma': ['0.98'], 'n_envs': ['4,8']}
+    space = tuning.search_space(agent, {name: tuning.cli_search_value(flags[name], value) for name, value in words.items()})
+    assert space.fixed == {'gamma': 0.98}
+    assert space.distributions == {'lr': FloatDistribution(1e-3, 1e-2, log=True),
+                                   'n_envs': CategoricalDistribution((4, 8))}
+    status, out, _ = run_main(capsys, caplog, 'tune', agent)
+    assert status == 0
+    helps = {action.dest: action.help for action in tune_parser(agent)._actions}
+    for name, scale in scales.items():
+        assert f'{flags[name].option} ' in out and f'[{tuning.SCALES[scale]}]' in helps[name], name
+
+
+@pytest.mark.parametrize('search, message', [
+    ({'lr': ('1e-2', '1e-4')}, 'expected MIN <= MAX for --lr, got 0.01 > 0.0001'),
+    ({'lr': ('a', 'b')}, "expected a number for --lr MIN MAX, got 'a'"),
+    ({'beta1': ('0.8', '0.9')}, 'expected one value for --beta1, which is not tunable'),
+    ({'beta1': ['0.8', '0.9', '0.95']}, 'expected one value for --beta1, which is not tunable'),
+    ({'nonsense': '1', 'lr': ('1e-4', '1e-2')}, "expected a ppo hyperparameter, got 'nonsense'"),
+    ({'lr': ('0', '1e-2')}, 'expected MIN > 0 for --lr (searched log-uniformly), got 0.0'),
+    ({'n_steps': ('16', '64.5')}, "expected an integer for --n-steps MIN MAX, got '64.5'"),
+    ({'normalize_advantages': ('true', 'false')}, 'expected choices for --normalize-advantages'),
+    ({'normalize_advantages': ['true', 'maybe']}, "expected true or false for --normalize-advantages, got 'maybe'"),
+    ({'n_steps': ['32', '32', '64']}, 'expected distinct choices for --n-steps'),
+    ({'lr': '1e-3'}, 'expected a hyperparameter to search'),
+])
+def test_bad_search_spaces_are_refused(search, message):
+    with pytest.raises(ValueError) as error:
+        tuning.search_space('ppo', search)
+    assert message in str(error.value)
+
+
+def test_agent_without_cli_module_cannot_be_tuned(tmp_path, monkeypatch, capsys, caplog):
+    import xagents
+
+    package = tmp_path / 'nope'  # an agent package with no cli.py
+    package.mkdir()
+    (package / '__init__.py').write_text('from nope.agent import NOPE\n')
+    (package / 'agent.py').write_text('from xagents.ppo import PPO\n\n\nclass NOPE(PPO):\n    pass\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(xagents._AGENTS, 'NOPE', 'nope')
+    monkeypatch.setattr('xagents.cli.AGENTS', AGENTS + ('nope',))
+    status, _, err = run_main(capsys, caplog, 'tune', 'nope')
+    assert status == 2
+    assert err == 'xagents tune nope: error: nope cannot be tuned: expected nope/cli.py declaring ' \
+                  'its TUNABLE hyperparameters, found none\n'
+
+
+def test_embedded_study_resumes_and_its_best_command_trains(workdir, capsys, caplog):
+    argv = ['tune', 'ppo', *TINY, '--lr', '1e-3', '3e-3', '--n-steps', '32,64']
+    status, out, err = run_main(capsys, caplog, *argv, '--n-trials', '2', '--plot', 'plots')
+    assert status == 0, err
+    journal = workdir / 'ppo-CartPole-v1.journal.log'
+    assert journal.is_file()
+    assert 'trial 0 COMPLETE value' in out and 'trial 1 COMPLETE value' in out
+    assert sorted(os.listdir('plots')) == ['optimization_history.png', 'parallel_coordinate.png',
+                                          'param_importances.png']
+
+    status, out, err = run_main(capsys, caplog, *argv, '--n-trials', '1')  # the same command again
+    assert status == 0, err
+    assert 'trial 2 COMPLETE value' in out and 'trial 3' not in out
+    study = optuna.load_study(study_name='ppo-CartPole-v1', storage=JournalStorage(JournalFileBackend(str(journal))))
+    assert [trial.number for trial in study.trials] == [0, 1, 2]
+    assert all(trial.state == TrialState.COMPLETE for trial in study.trials)
+    assert all(len(trial.intermediate_values) == 2 for trial in study.trials)
+    command = next(line for line in out.splitlines() if 'train it: ' in line).split('train it: ')[1]
+    best = study.best_trial
+    assert command == best.user_attrs['command']
+    assert f'--lr {best.params["lr"]!r}' in command and f'--n-steps {best.params["n_steps"]}' in command
+    assert f'--seed {best.number}' in command and '--max-steps 2000' in command
+
+    words = shlex.split(command)
+    assert words[:2] == ['xagents', 'train']
+    status, out, err = run_main(capsys, caplog, *words[1:])
+    assert status == 0, err
+    assert 'Maximum steps (2000) reached' in out
+
+
+def test_trial_reporting_a_bad_value_early_is_pruned(workdir):
+    storage = JournalStorage(JournalFileBackend(str(workdir / 'prune.journal.log')))
+    study = optuna.create_study(study_name='prune', storage=storage, direction='maximize')
+    study.set_user_attr('agent', 'ppo')
+    study.set_user_attr('env', 'CartPole-v1')
+    for _ in range(3):  # earlier trials that reached the maximum reward at every report
+        study.add_trial(optuna.trial.create_trial(
+            params={'lr': 1e-3}, distributions={'lr': FloatDistribution(1e-8, 1e-2, log=True)},
+            value=500.0, intermediate_values={1000: 500.0, 2000: 500.0},
+        ))
+    tuning.tune('ppo', 'CartPole-v1', {'lr': (1e-8, 1e-7)}, study='prune', n_trials=1, trial_steps=2000,
+                n_reports=2, warmup_trials=2)  # this lr learns nothing: ~20 reward per episode
+    trial = study.trials[3]
+    assert trial.state == TrialState.PRUNED
+    assert list(trial.intermediate_values) == [1000]  # stopped at its first report
+    assert trial.intermediate_values[1000] < 100
+    assert trial.user_attrs['note'] == 'pruned at step 1000'
+
+
+def test_diverging_training_raises_diverged_for_the_parent_to_prune():
+    # value_loss_coef * value loss overflows float32: infinite gradients, then NaN weights and losses
+    trial = tuning.train_trial('ppo', 'CartPole-v1', {'value_loss_coef': 1e38, 'seed': 0}, trial_steps=2000,
+                               n_reports=2, eval_episodes=0)
+    with pytest.raises(tuning.Diverged, match=r'^non-finite .*value_loss.* after 1024 steps$'):
+        next(trial)
+
+
+@pytest.fixture
+def existing_study(workdir):
+    """A study file made by an earlier search of lr (log range) and n_steps (choices 32, 64)."""
+    storage = JournalStorage(JournalFileBackend(str(workdir / 'ppo-CartPole-v1.journal.log')))
+    study = optuna.create_study(study_name='ppo-CartPole-v1', storage=storage, direction='maximize')
+    study.set_user_attr('agent', 'ppo')
+    study.set_user_attr('env', 'CartPole-v1')
+    study.add_trial(optuna.trial.create_trial(
+        params={'lr': 1e-3, 'n_steps': 32}, value=100.0,
+        distributions={'lr': FloatDistribution(1e-4, 1e-2, log=True), 'n_steps': CategoricalDistribution((32, 64))},
+    ))
+    return workdir / 'ppo-CartPole-v1.journal.log'
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--lr', '1e-2', '1e-4'], 'expected MIN <= MAX for --lr, got 0.01 > 0.0001'),
+    (['--lr', 'a', 'b'], "expected a number for --lr MIN MAX, got 'a'"),
+    (['--lr', '1e-4', '1e-2', '--beta1', '0.8', '0.9'], 'expected one value for --beta1, which is not tunable'),
+    (['--lr', '1e-4', '1e-2', '--no-such-flag', '1'], 'unrecognized arguments: --no-such-flag 1'),
+    (['--lr', '1e-4', '1e-2', '--storage', 'postgresql://someone:hunter2@127.0.0.1:1/db'],
+     'cannot open storage postgresql://someone:***@127.0.0.1:1/db: OperationalError'),
+    (['--lr', '1e-4', '1e-2', '--storage', 'postgres//someone:hunter2@localhost/db'],
+     "expected a storage URL like postgresql://user@host/db or mysql://user@host/db, got 'postgres//someone:***@localhost/db'"),
+    (['--lr', '1e-4', '1e-2', '--storage', 'nosuchdb://someone:hunter2@localhost/db'],
+     "got 'nosuchdb://someone:***@localhost/db'"),
+    (['--n-steps', '32', '64', '128'], "study 'ppo-CartPole-v1' searched --n-steps as choices 32,64, got choices "),
+    (['--lr', '1e-4', '1e-2', '--pruner', 'sometimes'], "expected pruner median, halving, none, got 'sometimes'"),
+    (['--lr', '1e-4', '1e-2', '--env', 'NoSuchEnv-v0'], "unknown environment id 'NoSuchEnv-v0'"),
+])
+def test_bad_input_is_one_line_status_2_and_leaves_the_study_untouched(existing_study, capsys, caplog, flags, message):
+    before = existing_study.read_bytes()
+    status, _, err = run_main(capsys, caplog, 'tune', 'ppo', *TINY, *flags)
+    assert status == 2
+    assert err.count('\n') == 1 and err.startswith('xagents tune ppo: error: '), err
+    assert message in err
+    assert 'hunter2' not in err
+    assert existing_study.read_bytes() == before
+
+
+@pytest.fixture
+def postgres_url():
+    """The test database of .ci/postgres.sh; skipped only when no server answers there.
+
+    When XAGENTS_TEST_POSTGRES_URL is set (as CI does after running the script), an unreachable
+    server fails the test instead.
+    """
+    import psycopg2
+
+    try:
+        psycopg2.connect(POSTGRES_URL, connect_timeout=5).close()
+    except psycopg2.OperationalError as error:
+        reason = f'no PostgreSQL at {tuning.mask_url(POSTGRES_URL)} (run .ci/postgres.sh): {error}'.strip()
+        if 'XAGENTS_TEST_POSTGRES_URL' in os.environ:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return POSTGRES_URL
+
+
+def test_two_workers_share_one_postgres_study_of_8_trials(workdir, postgres_url):
+    name = f'test-{uuid.uuid4().hex[:12]}'
+    argv = [sys.executable, '-m', 'xagents.cli', 'tune', 'ppo', *TINY, '--storage', postgres_url, '--study', name,
+            '--n-trials', '8', '--warmup-trials', '2', '--lr', '1e-4', '1e-2']
+    workers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    try:
+        outputs = [worker.communicate(timeout=400)[0] for worker in workers]
+        assert [worker.returncode for worker in workers] == [0, 0], outputs
+        storage = tuning.open_storage(postgres_url, name)[0]  # with an installed driver
+        study = optuna.load_study(study_name=name, storage=storage)
+        trials = study.get_trials()
+        summary = [(trial.number, trial.state.name, trial.user_attrs) for trial in trials]
+        finished = [trial for trial in trials if trial.state.is_finished()]
+        assert sorted(trial.number for trial in finished) == list(range(8)), (summary, outputs)
+        assert all(trial.state in (TrialState.COMPLETE, TrialState.PRUNED) for trial in finished), (summary, outputs)
+        assert not [trial for trial in trials if not trial.state.is_finished()
+                    and trial.state != TrialState.WAITING], summary  # nothing left RUNNING
+        assert len({trial.user_attrs['worker'] for trial in finished}) == 2, summary  # both workers trained
+        lines = [line for output in outputs for line in output.splitlines() if line.startswith('trial ')]
+        assert sorted(int(line.split()[1]) for line in lines) == list(range(8)), outputs  # each reported once
+        password = postgres_url.split('://', 1)[1].split('@')[0].partition(':')[2]
+        assert not password or all(password not in output for output in outputs)
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+        optuna.delete_study(study_name=name, storage=tuning.open_storage(postgres_url, name)[0])
