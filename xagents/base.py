@@ -50,6 +50,7 @@ class BaseAgent:
         envs: gym.vector.VectorEnv,
         *,
         lr: float = 7e-4,
+        lr_decay_steps: int | None = None,
         opt_epsilon: float = 1e-7,
         beta1: float = 0.9,
         beta2: float = 0.999,
@@ -70,6 +71,7 @@ class BaseAgent:
         Args:
             envs: A Gymnasium vector env (see ``xagents.utils.envs.create_envs``).
             lr: Learning rate.
+            lr_decay_steps: Anneal learning rates linearly to 0 over this many steps (RL Zoo's schedule).
             opt_epsilon: Adam epsilon.
             beta1: Adam beta1.
             beta2: Adam beta2.
@@ -87,7 +89,7 @@ class BaseAgent:
         """
         _check_positive(reward_buffer_size=reward_buffer_size, log_frequency=log_frequency,
                         plateau_reduce_patience=plateau_reduce_patience,
-                        early_stop_patience=early_stop_patience, lr=lr)
+                        early_stop_patience=early_stop_patience, lr=lr, lr_decay_steps=lr_decay_steps)
         if not isinstance(envs.single_action_space, self.supported_action_spaces):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
             raise ValueError(
@@ -115,6 +117,9 @@ class BaseAgent:
             tf.keras.utils.set_random_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.optimizer_settings = dict(learning_rate=lr, epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
+        self.lr_decay_steps = lr_decay_steps
+        self.lr_factor = 1.0  # product of plateau reductions
+        self.initial_learning_rates: dict[str, float] = {}
         self.reward_buffer = collections.deque(maxlen=reward_buffer_size)
         self.history = History(history_checkpoint)
         self.history_to_resume = len(self.history) > 0
@@ -183,7 +188,14 @@ class BaseAgent:
         optimizer = tf.keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
         optimizer.build(self.models[role].trainable_variables)
         self.optimizers[role] = optimizer
+        self.initial_learning_rates[role] = float(optimizer.learning_rate)
         return optimizer
+
+    def update_learning_rates(self) -> None:
+        """Set each optimizer's rate: initial x plateau reductions x linear decay (if any)."""
+        decay = 1.0 if self.lr_decay_steps is None else max(0.0, 1 - self.steps / self.lr_decay_steps)
+        for role, optimizer in self.optimizers.items():
+            optimizer.learning_rate.assign(self.initial_learning_rates[role] * self.lr_factor * decay)
 
     # ------------------------------------------------------------------------- checkpoints
     def save_models(self) -> None:
@@ -256,6 +268,8 @@ class BaseAgent:
             while True:
                 steps_before = self.steps
                 self.last_metrics = self.train_once()
+                if self.lr_decay_steps:
+                    self.update_learning_rates()
                 if progress:
                     progress.update(self.steps - steps_before)
                 if self.eval_frequency and self.steps >= self.next_eval:
@@ -407,8 +421,8 @@ class BaseAgent:
         if self.plateau_count >= self.plateau_reduce_patience:
             self.plateau_count = 0
             self.early_stop_count += 1
-            for optimizer in self.optimizers.values():
-                optimizer.learning_rate.assign(optimizer.learning_rate * self.plateau_reduce_factor)
+            self.lr_factor *= self.plateau_reduce_factor
+            self.update_learning_rates()
             logger.info('Plateau: learning rate reduced by a factor of %s', self.plateau_reduce_factor)
 
     def _stop_reason(self) -> str | None:

@@ -56,7 +56,8 @@ def test_truncation_bootstraps_and_termination_does_not():
 @pytest.mark.parametrize('agent_class', [PPO, A2C])
 @pytest.mark.parametrize('env_id', ['CartPole-v1', 'Pendulum-v1'])
 def test_one_update_is_finite_and_changes_weights(agent_class, env_id):
-    agent = agent_class.from_env(env_id, n_envs=2, n_steps=8, seed=1, quiet=True)
+    extra = {'mini_batches': 2} if agent_class is PPO else {}
+    agent = agent_class.from_env(env_id, n_envs=2, n_steps=8, seed=1, quiet=True, **extra)
     before = [weight.numpy().copy() for weight in agent.model.weights]
     agent._begin(None, 16, None, 5, 'train')
     metrics = agent.train_once()
@@ -167,3 +168,13 @@ def test_evaluation_is_deterministic_and_can_stop_training():
     agent.fit(target_reward=500, max_steps=60_000, eval_frequency=5000, eval_episodes=3, stop_on='eval')
     assert agent.eval_reward == 500
     assert agent.evaluate(3, seed=1) == agent.evaluate(3, seed=1)
+
+
+def test_linear_learning_rate_decay_composes_with_plateau_reduction():
+    agent = PPO.from_env('CartPole-v1', seed=0, lr=1e-3, lr_decay_steps=10_000, quiet=True)
+    agent.fit(max_steps=2560)
+    assert agent.steps == 2560
+    assert float(agent.optimizer.learning_rate) == pytest.approx(1e-3 * (1 - 2560 / 10_000), rel=1e-5)
+    agent.lr_factor = 0.5
+    agent.fit(max_steps=20_000)
+    assert float(agent.optimizer.learning_rate) == 0.0  # past the decay horizon
