@@ -703,6 +703,9 @@ class OffPolicy(BaseAgent):
         self.target_pairs: list[tuple[tf.keras.Model, tf.keras.Model]] = []
         self.numpy_forwards: list[NumpyForward] = []
         self.gradient_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='gradient_updates')
+        # Noise inside updates comes from a seeded generator: XLA would reseed unseeded random ops.
+        self.graph_rng = (tf.random.Generator.from_non_deterministic_state() if self.seed is None
+                          else tf.random.Generator.from_seed(self.seed))
         self.episode_starts = np.ones(self.n_envs, bool)
 
     # ------------------------------------------------------------------- model helpers

@@ -116,7 +116,7 @@ class DDPG(OffPolicy):
     def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
         next_actions = self.target_actor(next_observations)
         if self.policy_noise_coef > 0:  # TD3's target policy smoothing
-            noise = self.policy_noise_coef * tf.random.normal(tf.shape(next_actions))
+            noise = self.policy_noise_coef * self.graph_rng.normal(tf.shape(next_actions))
             next_actions = tf.clip_by_value(
                 next_actions + tf.clip_by_value(noise, -self.noise_clip, self.noise_clip), -1.0, 1.0)
         next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)

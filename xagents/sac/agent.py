@@ -124,7 +124,7 @@ class SAC(OffPolicy):
         """
         mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
         log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
-        noise = tf.random.normal(tf.shape(mean))
+        noise = self.graph_rng.normal(tf.shape(mean))
         u = mean + tf.exp(log_std) * noise
         log_prob = tf.reduce_sum(-0.5 * noise ** 2 - log_std - 0.5 * math.log(2 * math.pi), -1)
         log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)

@@ -375,6 +375,30 @@ def test_checkpoints_hold_every_model_and_restore_optimizer_state(workdir):
     observations = np.zeros((2, 3), np.float32)
     np.testing.assert_allclose(other.act(observations, deterministic=True),
                                agent.act(observations, deterministic=True), rtol=1e-6)
+    assert np.isfinite(other.play('Pendulum-v1', max_steps=20, seed=0))
+
+
+@pytest.mark.parametrize('agent_class, env_id', [
+    (DQN, 'CartPole-v1'), (SAC, 'CartPole-v1'), (SAC, 'Pendulum-v1'), (TD3, 'Pendulum-v1'), (DDPG, 'Pendulum-v1'),
+])
+def test_actions_are_valid_for_the_env_and_deterministic_ones_repeat(agent_class, env_id):
+    agent = agent_class.from_env(env_id, n_envs=4, update_every=4, seed=0, quiet=True)
+    observations = agent.envs.reset(seed=0)[0]
+    for deterministic in (False, True):
+        actions = agent.act(observations, deterministic)
+        assert all(agent.envs.single_action_space.contains(action) for action in actions)
+    np.testing.assert_array_equal(agent.act(observations, True), agent.act(observations, True))
+    assert agent_class.model_roles == tuple(agent.models)  # every model is checkpointed
+
+
+def test_same_seed_same_updates():
+    def first_metrics():
+        agent = SAC.from_env('Pendulum-v1', seed=5, buffer_initial_size=256, gradient_steps=4, quiet=True)
+        agent.fit(max_steps=300)
+        return {name: float(value) for name, value in agent.last_metrics.items()}
+
+    first = first_metrics()
+    assert all(np.isfinite(list(first.values()))) and first == first_metrics()
 
 
 # ------------------------------------------------------------------------------ CLI errors
