@@ -3,8 +3,10 @@ bad input, and two workers sharing one PostgreSQL study."""
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import optuna
@@ -154,6 +156,34 @@ def test_diverging_training_raises_diverged_for_the_parent_to_prune():
                                n_reports=2, eval_episodes=0)
     with pytest.raises(tuning.Diverged, match=r'^non-finite .*value_loss.* after 1024 steps$'):
         next(trial)
+
+
+def test_ctrl_c_stops_cleanly_leaving_completed_trials_and_no_running_one(workdir):
+    argv = [sys.executable, '-m', 'xagents.cli', 'tune', 'ppo', '--env', 'CartPole-v1', '--trial-steps', '4000',
+            '--n-reports', '2', '--n-trials', '3', '--lr', '1e-4', '1e-2']
+    search = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in search.stdout:  # interrupt while trial 1 is under way (its process takes seconds to start)
+        lines.append(line)
+        if line.startswith('trial 0 '):
+            time.sleep(1)
+            search.send_signal(signal.SIGINT)
+            break
+    output = ''.join(lines) + search.communicate(timeout=60)[0]
+    assert search.returncode == 130, output
+    assert 'trial 1 FAIL' in output and ': interrupted' in output
+    in_workdir = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            if int(pid) != os.getpid() and os.readlink(f'/proc/{pid}/cwd') == str(workdir):
+                in_workdir.append(pid)
+        except OSError:
+            pass
+    assert in_workdir == []  # the trial's process was killed with the search
+    storage = JournalStorage(JournalFileBackend(str(workdir / 'ppo-CartPole-v1.journal.log')))
+    study = optuna.load_study(study_name='ppo-CartPole-v1', storage=storage)
+    assert [(trial.number, trial.state) for trial in study.trials] == [(0, TrialState.COMPLETE), (1, TrialState.FAIL)]
+    assert study.trials[1].user_attrs['note'] == 'interrupted'
 
 
 @pytest.fixture
