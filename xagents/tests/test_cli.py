@@ -165,3 +165,11 @@ def test_plot_command_writes_image(capsys, workdir):
     assert status == 0 and os.path.getsize('curves.png') > 10_000
     status, _, err = run_main(capsys, 'plot', 'h.parquet', '--labels', 'A', 'B', '--env', 'X', '--output', 'c.png')
     assert status == 2 and 'expected one label per history file (1), got 2' in err
+
+
+def test_every_agent_flag_has_help_text(capsys):
+    from xagents.cli import AGENTS, agent_flags, agent_class, training_flags
+
+    for agent in AGENTS:
+        for flag in agent_flags(agent_class(agent)) + training_flags():
+            assert flag.help, f'{agent}: {flag.option} has no help'

@@ -29,10 +29,9 @@ class Flag:
     def option(self) -> str:
         return '--' + self.name.replace('_', '-')
 
-    def add_to(self, group, default: Any = inspect.Parameter.empty) -> None:
+    def add_to(self, group) -> None:
         """Add to an argparse group; only explicitly given flags reach the namespace."""
-        default = self.default if default is inspect.Parameter.empty else default
-        shown = '' if default is None else f' (default: {_show(default)})'
+        shown = '' if self.default is None else f' (default: {_show(self.default)})'
         options = dict(dest=self.name, default=argparse.SUPPRESS, help=self.help + shown)
         if self.kind == 'bool':
             group.add_argument(self.option, action=argparse.BooleanOptionalAction, **options)
@@ -61,7 +60,7 @@ def _kind(annotation: Any) -> str:
 def docstring_args(function: Callable) -> dict[str, str]:
     """Map parameter names to their one-line help from a Google-style ``Args:`` section."""
     doc = inspect.getdoc(function) or ''
-    section = re.split(r'\n\s*Args:\s*\n', doc, maxsplit=1)
+    section = re.split(r'(?:^|\n)\s*Args:\s*\n', doc, maxsplit=1)
     if len(section) < 2:
         return {}
     helps, current = {}, None
