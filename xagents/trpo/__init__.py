@@ -1,0 +1,1 @@
+from xagents.trpo.agent import TRPO

@@ -1,0 +1,193 @@
+"""Trust region policy optimisation (Schulman et al. 2015, arXiv 1502.05477), with GAE."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from xagents.base import OnPolicy, _check_positive
+from xagents.utils.distributions import DiagGaussian
+from xagents.utils.models import NumpyForward, Output
+from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat
+
+
+class TRPO(OnPolicy):
+    """TRPO: a natural-gradient policy step kept inside a KL trust region; a separate critic.
+
+    Each rollout (GAE advantages, Schulman et al. 2016, arXiv 1506.02438) gives one policy step:
+
+    - surrogate ``L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A]`` and its gradient ``g``;
+    - search direction ``s = F^-1 g`` by conjugate gradient on Fisher-vector products
+      ``F v = grad((grad KL(pi_old || pi_theta)) . v) + cg_damping * v`` (appendix C);
+    - full step ``sqrt(2 max_kl / s.F s) * s``, the largest the quadratic KL model allows, shrunk
+      by ``line_search_shrink`` until the mean KL is at most ``max_kl`` and ``L`` improves; if no
+      step of ``line_search_steps`` qualifies, the policy stays as it was.
+
+    The critic regresses the GAE returns with Adam for ``critic_iterations`` passes of
+    ``mini_batches`` minibatches. The whole update, conjugate gradient included, is one graph call.
+    """
+
+    model_roles = ('actor', 'critic')
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        actor: str | tf.keras.Model | None = None,
+        critic: str | tf.keras.Model | None = None,
+        *,
+        n_steps: int = 512,
+        lam: float = 0.95,
+        lr: float = 1e-3,
+        max_kl: float = 0.01,
+        cg_iterations: int = 15,
+        cg_damping: float = 0.1,
+        cg_residual_tolerance: float = 1e-10,
+        line_search_steps: int = 10,
+        line_search_shrink: float = 0.8,
+        critic_iterations: int = 10,
+        mini_batches: int = 8,
+        normalize_advantages: bool = True,
+        **kwargs,
+    ) -> None:
+        """Build the actor, the critic and the critic's optimizer.
+
+        Args:
+            actor: Policy model: a .cfg file or a Keras model (default: packaged cfg).
+            critic: Value model: a .cfg file or a Keras model (default: packaged cfg).
+            n_steps: Steps per env in each rollout.
+            lam: GAE lambda.
+            lr: Learning rate of the critic's Adam optimizer.
+            max_kl: Trust-region bound on the mean KL(old policy || new policy) of a step.
+            cg_iterations: Conjugate gradient iterations solving F s = g.
+            cg_damping: Added to the Fisher matrix's diagonal (F + damping I) for stability.
+            cg_residual_tolerance: Stop conjugate gradient once the squared residual is below this.
+            line_search_steps: Backtracking line search tries at most this many step sizes.
+            line_search_shrink: Each line search try multiplies the step by this (in (0, 1)).
+            critic_iterations: Passes of critic regression over each rollout.
+            mini_batches: Critic minibatches per pass (must divide n_steps * n_envs).
+            normalize_advantages: Normalise the rollout's advantages before the policy step.
+        """
+        super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
+        _check_positive(max_kl=max_kl, cg_iterations=cg_iterations, cg_damping=cg_damping,
+                        cg_residual_tolerance=cg_residual_tolerance, line_search_steps=line_search_steps,
+                        critic_iterations=critic_iterations, mini_batches=mini_batches)
+        if not 0 < line_search_shrink < 1:
+            raise ValueError(f'expected 0 < line_search_shrink < 1, got {line_search_shrink}')
+        batch = n_steps * self.n_envs
+        if batch % mini_batches:
+            raise ValueError(
+                f'expected mini_batches to divide n_steps * n_envs = {batch}, got {mini_batches}'
+            )
+        self.max_kl, self.cg_iterations, self.cg_damping = max_kl, cg_iterations, cg_damping
+        self.cg_residual_tolerance = cg_residual_tolerance
+        self.line_search_steps, self.line_search_shrink = line_search_steps, line_search_shrink
+        self.critic_iterations, self.mini_batches = critic_iterations, mini_batches
+        self.normalize_advantages = normalize_advantages
+        self.minibatch_size = batch // mini_batches
+        self.gaussian = isinstance(self.distribution, DiagGaussian)
+        self.actor = self.build('actor', actor, [Output('policy', self.distribution.output_units())])
+        self.critic = self.build('critic', critic, [Output('value', 1)])
+        if self.gaussian and not hasattr(self.actor, 'log_std'):
+            self.actor.log_std = self.actor.add_weight(shape=(self.distribution.dim,),
+                                                       initializer='zeros', name='log_std')
+        self.critic_optimizer = self.make_optimizer('critic')
+        numpy_ready = NumpyForward.supports(self.actor) and NumpyForward.supports(self.critic)
+        self.numpy_forwards = (NumpyForward(self.actor), NumpyForward(self.critic)) if numpy_ready else None
+        self.graph_forward = tf.function(lambda observations: (self.actor(observations),
+                                                               self.critic(observations)))
+        self.on_weights_changed()
+
+    # ----------------------------------------------------------------------------- acting
+    def on_weights_changed(self) -> None:
+        if getattr(self, 'numpy_forwards', None):
+            for forward in self.numpy_forwards:
+                forward.refresh()
+        actor = self.models.get('actor')
+        self.log_std_np = actor.log_std.numpy() if hasattr(actor, 'log_std') else None
+
+    def forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.numpy_forwards:
+            params, values = (forward(observations)[0] for forward in self.numpy_forwards)
+        else:
+            params, values = (output.numpy() for output in self.graph_forward(observations))
+        return params, values[:, 0]
+
+    def log_prob_entropy(self, params: tf.Tensor, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        if self.gaussian:
+            log_std = self.actor.log_std
+            return (self.distribution.log_prob(params, log_std, actions),
+                    self.distribution.entropy(params, log_std))
+        return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
+
+    # ---------------------------------------------------------------------------- updating
+    def surrogate_and_kl(self, observations, actions, old_params, old_log_std, old_log_probs, advantages):
+        """Surrogate ``E[r A]`` and mean ``KL(old || current)`` of the actor's current weights."""
+        params = self.actor(observations)
+        log_probs, _ = self.log_prob_entropy(params, actions)
+        surrogate = tf.reduce_mean(tf.exp(log_probs - old_log_probs) * advantages)
+        if self.gaussian:
+            kl = self.distribution.kl(old_params, old_log_std, params, self.actor.log_std)
+        else:
+            kl = self.distribution.kl(old_params, params)
+        return surrogate, tf.reduce_mean(kl)
+
+    @tf.function
+    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
+        if self.normalize_advantages:
+            advantages = (advantages - tf.reduce_mean(advantages)) / (tf.math.reduce_std(advantages) + 1e-8)
+        variables = self.actor.trainable_variables
+        old_theta = flat_concat(variables)
+        old_params = self.actor(observations)
+        old_log_std = tf.identity(self.actor.log_std) if self.gaussian else None
+        old_log_probs, _ = self.log_prob_entropy(old_params, actions)
+
+        def surrogate_and_kl():
+            return self.surrogate_and_kl(observations, actions, old_params, old_log_std,
+                                         old_log_probs, advantages)
+
+        with tf.GradientTape() as tape:
+            surrogate, _ = surrogate_and_kl()
+        gradient = flat_concat(tape.gradient(surrogate, variables))
+
+        def fisher_vector_product(vector):
+            # The Hessian of KL(old || theta) at theta = old is the Fisher information matrix.
+            with tf.GradientTape() as outer:
+                with tf.GradientTape() as inner:
+                    _, kl = surrogate_and_kl()
+                kl_gradient = flat_concat(inner.gradient(kl, variables))
+                gradient_dot_vector = tf.reduce_sum(kl_gradient * tf.stop_gradient(vector))
+            return flat_concat(outer.gradient(gradient_dot_vector, variables)) + self.cg_damping * vector
+
+        direction = conjugate_gradient(fisher_vector_product, gradient, self.cg_iterations,
+                                       self.cg_residual_tolerance)
+        # 0.5 s.F s (lambda^2) = max_kl: the largest step the quadratic KL model allows.
+        full_step = tf.sqrt(2 * self.max_kl / (tf.tensordot(direction, fisher_vector_product(direction), 1)
+                                               + 1e-12)) * direction
+        fraction, accepted = tf.constant(1.0), tf.constant(False)
+        kl, new_surrogate = tf.constant(0.0), surrogate
+        for _ in tf.range(self.line_search_steps):
+            assign_flat(variables, old_theta + fraction * full_step)
+            new_surrogate, kl = surrogate_and_kl()
+            if kl <= self.max_kl and new_surrogate > surrogate:
+                accepted = tf.constant(True)
+                break
+            fraction = fraction * self.line_search_shrink
+        if not accepted:
+            assign_flat(variables, old_theta)
+            fraction, kl, new_surrogate = tf.constant(0.0), tf.constant(0.0), surrogate
+
+        critic_variables = self.critic.trainable_variables
+        size, batch = self.minibatch_size, self.minibatch_size * self.mini_batches
+        value_loss = tf.constant(0.0)
+        for _ in tf.range(self.critic_iterations):
+            indices = tf.random.shuffle(tf.range(batch))
+            for start in tf.range(0, batch, size):
+                minibatch = indices[start:start + size]
+                with tf.GradientTape() as tape:
+                    values = self.critic(tf.gather(observations, minibatch))[:, 0]
+                    value_loss = tf.reduce_mean((tf.gather(returns, minibatch) - values) ** 2)
+                self.critic_optimizer.apply_gradients(
+                    zip(tape.gradient(value_loss, critic_variables), critic_variables)
+                )
+        return {'surrogate_gain': new_surrogate - surrogate, 'kl': kl, 'step_fraction': fraction,
+                'value_loss': value_loss}
