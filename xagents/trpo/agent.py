@@ -32,8 +32,8 @@ class TRPO(OnPolicy):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        actor: str | tf.keras.Model | None = None,
-        critic: str | tf.keras.Model | None = None,
+        actor_model: str | tf.keras.Model | None = None,
+        critic_model: str | tf.keras.Model | None = None,
         *,
         n_steps: int = 512,
         lam: float = 0.95,
@@ -52,8 +52,8 @@ class TRPO(OnPolicy):
         """Build the actor, the critic and the critic's optimizer.
 
         Args:
-            actor: Policy model: a .cfg file or a Keras model (default: packaged cfg).
-            critic: Value model: a .cfg file or a Keras model (default: packaged cfg).
+            actor_model: Policy model: a .cfg file or a Keras model (default: packaged cfg).
+            critic_model: Value model: a .cfg file or a Keras model (default: packaged cfg).
             n_steps: Steps per env in each rollout.
             lam: GAE lambda.
             lr: Learning rate of the critic's Adam optimizer.
@@ -85,8 +85,8 @@ class TRPO(OnPolicy):
         self.normalize_advantages = normalize_advantages
         self.minibatch_size = batch // mini_batches
         self.gaussian = isinstance(self.distribution, DiagGaussian)
-        self.actor = self.build('actor', actor, [Output('policy', self.distribution.output_units())])
-        self.critic = self.build('critic', critic, [Output('value', 1)])
+        self.actor = self.build('actor', actor_model, [Output('policy', self.distribution.output_units())])
+        self.critic = self.build('critic', critic_model, [Output('value', 1)])
         if self.gaussian and not hasattr(self.actor, 'log_std'):
             self.actor.log_std = self.actor.add_weight(shape=(self.distribution.dim,),
                                                        initializer='zeros', name='log_std')

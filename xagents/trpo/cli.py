@@ -17,6 +17,6 @@ TUNABLE = {
     'critic_iterations': 'uniform',
     'mini_batches': 'log',
     'normalize_advantages': 'categorical',
-    'actor': 'categorical',
-    'critic': 'categorical',
+    'actor_model': 'categorical',
+    'critic_model': 'categorical',
 }
