@@ -1,7 +1,7 @@
 """xagents: deep reinforcement learning agents on TensorFlow 2, from Python or one command."""
 __version__ = '1.0.0'
 
-_AGENTS = {'A2C': 'xagents.a2c', 'PPO': 'xagents.ppo', 'TRPO': 'xagents.trpo', 'DQN': 'xagents.dqn', 'DDPG': 'xagents.ddpg', 'TD3': 'xagents.td3', 'SAC': 'xagents.sac'}
+_AGENTS = {'A2C': 'xagents.a2c', 'PPO': 'xagents.ppo', 'TRPO': 'xagents.trpo', 'ACER': 'xagents.acer', 'DQN': 'xagents.dqn', 'DDPG': 'xagents.ddpg', 'TD3': 'xagents.td3', 'SAC': 'xagents.sac'}
 
 
 def __getattr__(name: str):

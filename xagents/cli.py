@@ -11,7 +11,7 @@ import sys
 import xagents
 from xagents.utils.cli import ArgumentParser, Flag, constructors, fail, flags_of
 
-AGENTS = ('a2c', 'ppo', 'trpo', 'dqn', 'ddpg', 'td3', 'sac')
+AGENTS = ('a2c', 'ppo', 'trpo', 'acer', 'dqn', 'ddpg', 'td3', 'sac')
 COMMANDS = {
     'train': 'train an agent on an environment',
     'play': 'play one episode with trained weights (screen, mp4, jpg frames)',

@@ -618,3 +618,90 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         inside = indices < self.tree.size
         safe = np.where(inside, indices, 0)
         return inside & (self.tree[safe] > 0) & self._valid(safe)
+
+
+class TrajectorySegment(NamedTuple):
+    """``n_steps`` consecutive vector steps of every env, with the policy that acted.
+
+    Attributes:
+        observations: ``(n_steps + 1, n_envs, *observation_shape)``: row ``t`` is what step ``t``
+            acted on; the last row is the observation after the last step.
+        actions: ``(n_steps, n_envs, *action_shape)``.
+        rewards: ``(n_steps, n_envs)`` float32.
+        dones: ``(n_steps, n_envs)`` float32, 1 where the episode ended after the step.
+        policies: ``(n_steps, n_envs, n_actions)`` float32 action probabilities of the behaviour
+            policy.
+    """
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    dones: np.ndarray
+    policies: np.ndarray
+
+
+class SegmentBuffer:
+    """A preallocated ring of trajectory segments for replaying whole ``n_steps`` windows (ACER).
+
+    Each ``add`` stores one :class:`TrajectorySegment` (every env's column at once), overwriting
+    the oldest when full. ``sample`` draws, for each env column, the segment it comes from
+    independently, so a batch mixes envs and times (as OpenAI Baselines' ACER buffer does) while
+    keeping the ``(n_steps, n_envs)`` shape an agent's graph was traced for.
+    """
+
+    def __init__(self, capacity: int, n_steps: int, n_envs: int, observation_space: gym.Space,
+                 action_space: gym.spaces.Discrete, seed: int | None = None) -> None:
+        """Allocate the storage.
+
+        Args:
+            capacity: Number of segments kept.
+            n_steps: Steps per segment.
+            n_envs: Env columns per segment.
+            observation_space: The single env's observation space.
+            action_space: The single env's Discrete action space.
+            seed: Seed of the sampling generator.
+        """
+        _check_space(observation_space, 'an observation space')
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ValueError(f'expected a Discrete action space, got {action_space!r}')
+        for name, value in (('capacity', capacity), ('n_steps', n_steps), ('n_envs', n_envs)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f'expected {name} >= 1, got {value!r}')
+        self.capacity, self.n_steps, self.n_envs = capacity, n_steps, n_envs
+        self.rng = np.random.default_rng(seed)
+        shape = (capacity, n_steps, n_envs)
+        self.observations = np.zeros((capacity, n_steps + 1, n_envs) + observation_space.shape,
+                                     observation_space.dtype)
+        self.actions = np.zeros(shape + action_space.shape, action_space.dtype)
+        self.rewards = np.zeros(shape, np.float32)
+        self.dones = np.zeros(shape, np.float32)
+        self.policies = np.zeros(shape + (int(action_space.n),), np.float32)
+        self._arrays = (self.observations, self.actions, self.rewards, self.dones, self.policies)
+        self._next, self._size = 0, 0
+
+    def __len__(self) -> int:
+        """Number of stored segments."""
+        return self._size
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the storage arrays."""
+        return sum(array.nbytes for array in self._arrays)
+
+    def add(self, segment: TrajectorySegment) -> None:
+        """Store a segment, overwriting the oldest one when the buffer is full."""
+        for name, array, value in zip(TrajectorySegment._fields, self._arrays, segment):
+            if np.shape(value) != array.shape[1:]:
+                raise ValueError(f'expected {name} of shape {array.shape[1:]}, got {np.shape(value)}')
+            array[self._next] = value
+        self._next = (self._next + 1) % self.capacity
+        self._size = min(self._size + 1, self.capacity)
+
+    def sample(self) -> TrajectorySegment:
+        """One segment's worth of steps: env column ``i`` from a uniformly drawn stored segment."""
+        if not self._size:
+            raise ValueError('expected at least one stored segment, got an empty buffer')
+        segments, envs = self.rng.integers(0, self._size, self.n_envs), np.arange(self.n_envs)
+        # Indexing [segments, :, envs] puts the env axis first; swap it back behind time.
+        return TrajectorySegment(*(np.ascontiguousarray(np.swapaxes(array[segments, :, envs], 0, 1))
+                                   for array in self._arrays))

@@ -1,0 +1,1 @@
+from xagents.acer.agent import ACER

@@ -1,0 +1,248 @@
+"""Actor-critic with experience replay (Wang et al. 2016, arXiv 1611.01224), discrete actions."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from xagents.base import BaseAgent, _check_positive
+from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
+from xagents.utils.models import NumpyForward, Output, build_model
+from xagents.utils.optimization import retrace_targets, trust_region_projection
+
+EPSILON = 1e-6  # keeps probability ratios and logarithms finite
+
+
+class ACER(BaseAgent):
+    """ACER: Retrace Q targets, truncated importance sampling, an average-policy trust region.
+
+    Wang et al. 2016, https://arxiv.org/abs/1611.01224. Discrete actions only: the paper's
+    continuous variant (stochastic dueling networks) is out of scope.
+
+    One model outputs policy logits and ``Q(x, .)``; ``V(x) = sum_a pi(a|x) Q(x, a)``. Each
+    :meth:`train_once` collects ``n_steps`` from every env (one segment), makes the on-policy
+    update on it, stores it, and, once ``replay_start`` segments are stored, makes
+    ``Poisson(replay_ratio)`` more updates on segments drawn from the buffer. Per update
+    (algorithm 2 of the paper, as OpenAI Baselines' ``acer`` computes it):
+
+    - Retrace targets ``Q^ret`` with ``rho_bar = min(1, pi / mu)`` (``mu``: behaviour policy);
+    - policy gain ``min(c, rho) log pi(a|x) (Q^ret - V)`` plus the bias correction
+      ``sum_a [1 - c / rho(a)]_+ pi(a|x) log pi(a|x) (Q(x, a) - V(x))`` and an entropy bonus;
+    - its gradient ``g`` with respect to the policy's probabilities is projected onto
+      ``k . z <= delta``, ``k`` the gradient of ``KL(average policy || policy)`` (eq. 12), and
+      back-propagated with the Q loss ``value_loss_coef * 0.5 (Q^ret - Q(x, a))^2``;
+    - RMSProp with gradients clipped to ``grad_norm`` (learning rate optionally decayed linearly
+      by the shared loop, ``lr_decay_steps``), then the average network moves towards the model:
+      ``average = ema_alpha * average + (1 - ema_alpha) * model``.
+
+    Resuming from a checkpoint restarts the average network from the loaded weights.
+    """
+
+    supported_action_spaces = (gym.spaces.Discrete,)
+    model_roles = ('model',)
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        model: str | tf.keras.Model | None = None,
+        *,
+        n_steps: int = 20,
+        lr: float = 7e-4,
+        rmsprop_alpha: float = 0.99,
+        rmsprop_epsilon: float = 1e-5,
+        entropy_coef: float = 0.01,
+        value_loss_coef: float = 0.5,
+        grad_norm: float = 10.0,
+        importance_c: float = 10.0,
+        trust_region: bool = True,
+        delta: float = 1.0,
+        ema_alpha: float = 0.99,
+        replay_ratio: float = 4.0,
+        buffer_size: int = 2500,
+        replay_start: int = 500,
+        **kwargs,
+    ) -> None:
+        """Build the model, its average copy, the optimizer and the segment buffer.
+
+        Args:
+            model: Model with policy logits and Q outputs: a .cfg file or a Keras model
+                (default: packaged cfg).
+            n_steps: Steps per env in each segment (on-policy batch and replayed unit).
+            lr: RMSProp learning rate.
+            rmsprop_alpha: RMSProp decay of the squared-gradient average.
+            rmsprop_epsilon: RMSProp epsilon.
+            entropy_coef: Weight of the entropy bonus.
+            value_loss_coef: Weight of the Q loss.
+            grad_norm: Clip gradients to this global norm.
+            importance_c: Truncate importance weights at c (the bias correction adds the rest).
+            trust_region: Project policy gradients into the trust region around the average policy.
+            delta: Trust-region bound on the linearised KL(average policy || policy) per sample.
+            ema_alpha: Decay of the exponential moving average of the model's weights.
+            replay_ratio: Mean number (Poisson) of replayed updates after each on-policy update.
+            buffer_size: Replay buffer capacity in segments (n_steps x n_envs steps each).
+            replay_start: Segments stored before replay starts.
+        """
+        super().__init__(envs, lr=lr, **kwargs)
+        _check_positive(n_steps=n_steps, rmsprop_epsilon=rmsprop_epsilon,
+                        grad_norm=grad_norm, importance_c=importance_c, delta=delta, buffer_size=buffer_size)
+        for name, value in (('rmsprop_alpha', rmsprop_alpha), ('ema_alpha', ema_alpha)):
+            if not 0 <= value < 1:
+                raise ValueError(f'expected 0 <= {name} < 1, got {value}')
+        if replay_ratio < 0:
+            raise ValueError(f'expected replay_ratio >= 0, got {replay_ratio}')
+        if not 1 <= replay_start <= buffer_size:
+            raise ValueError(f'expected 1 <= replay_start <= buffer_size = {buffer_size}, got {replay_start}')
+        self.n_steps = n_steps
+        self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
+        self.importance_c, self.trust_region, self.delta = importance_c, trust_region, delta
+        self.ema_alpha, self.replay_ratio, self.replay_start = ema_alpha, replay_ratio, replay_start
+        self.n_actions = int(envs.single_action_space.n)
+        outputs = [Output('policy', self.n_actions), Output('q', self.n_actions)]
+        self.model = self.build('model', model, outputs)
+        if isinstance(model, tf.keras.Model):
+            self.average = tf.keras.models.clone_model(model)
+        else:
+            space = envs.single_observation_space
+            self.average = build_model(self.model_file('model', space, model), space, outputs, name='average')
+        self.average.set_weights(self.model.get_weights())
+        self.optimizer = tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon)
+        self.optimizer.build(self.model.trainable_variables)
+        self.optimizers['model'] = self.optimizer
+        self.initial_learning_rates['model'] = lr  # for the shared loop's decay and plateau reductions
+        self.buffer = SegmentBuffer(buffer_size, n_steps, self.n_envs, envs.single_observation_space,
+                                    envs.single_action_space, seed=None if self.seed is None else self.seed + 1)
+        self.numpy_forward = NumpyForward(self.model) if NumpyForward.supports(self.model) else None
+        self.graph_forward = tf.function(self.model)
+
+    # ----------------------------------------------------------------------------- acting
+    def load_weights(self, paths: Sequence[str]) -> None:
+        super().load_weights(paths)
+        self.average.set_weights(self.model.get_weights())
+
+    def on_weights_changed(self) -> None:
+        if self.numpy_forward:
+            self.numpy_forward.refresh()
+
+    def forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Action probabilities ``(B, n_actions)`` and values ``V = sum_a pi Q`` ``(B,)``."""
+        if self.numpy_forward:
+            logits, q = self.numpy_forward(observations)
+        else:
+            logits, q = (output.numpy() for output in self.graph_forward(observations))
+        probs = np.exp(logits - logits.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        return probs, (probs * q).sum(-1)
+
+    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        probs = self.forward(observations)[0]
+        if deterministic:
+            return probs.argmax(-1)
+        return self.sample(probs)
+
+    def sample(self, probs: np.ndarray) -> np.ndarray:
+        """One action per row of ``probs``, by inverting the cumulative distribution."""
+        cumulative = probs.cumsum(-1)
+        draws = self.rng.random((len(probs), 1)) * cumulative[:, -1:]
+        return np.minimum((draws > cumulative).sum(-1), self.n_actions - 1)
+
+    def collect(self) -> TrajectorySegment:
+        """Act ``n_steps`` in every env; truncated episodes bootstrap ``gamma * V(final)``."""
+        observations = np.zeros((self.n_steps + 1,) + self.observations.shape, self.observations.dtype)
+        actions = np.zeros((self.n_steps, self.n_envs), np.int64)
+        rewards = np.zeros((self.n_steps, self.n_envs), np.float32)
+        dones = np.zeros((self.n_steps, self.n_envs), np.float32)
+        policies = np.zeros((self.n_steps, self.n_envs, self.n_actions), np.float32)
+        for t in range(self.n_steps):
+            observations[t] = self.observations
+            policies[t] = self.forward(self.observations)[0]
+            actions[t] = self.sample(policies[t])
+            self.observations, rewards[t], terminated, truncated, finals = self.step_envs(actions[t])
+            dones[t] = terminated | truncated
+            bootstrap = truncated & ~terminated
+            if bootstrap.any():
+                rewards[t] += self.gamma * bootstrap * self.forward(finals)[1]
+        observations[-1] = self.observations
+        return TrajectorySegment(observations, actions, rewards, dones, policies)
+
+    # ---------------------------------------------------------------------------- training
+    def train_once(self) -> dict[str, float]:
+        segment = self.collect()
+        self.buffer.add(segment)
+        metrics = self.train_step(*segment)
+        if len(self.buffer) >= self.replay_start:
+            for _ in range(self.rng.poisson(self.replay_ratio)):
+                metrics = self.train_step(*self.buffer.sample())
+        self.on_weights_changed()
+        return metrics
+
+    def losses(self, observations, actions, rewards, dones, behaviour_policies):
+        """ACER's terms for one segment; call under a tape to differentiate them.
+
+        Returns:
+            ``(objective, q_loss, probs, metrics)``: ``objective`` is the sum over samples of the
+            policy gain (truncated importance sampling + bias correction + entropy bonus), whose
+            gradient with respect to ``probs`` ``(T, N, n_actions)`` the trust region adjusts.
+        """
+        steps, envs = self.n_steps, self.n_envs
+        logits, q = self.model(tf.reshape(observations, (-1, *observations.shape[2:])))
+        probs_all = tf.reshape(tf.nn.softmax(logits), (steps + 1, envs, self.n_actions))
+        q_all = tf.reshape(q, (steps + 1, envs, self.n_actions))
+        values_all = tf.stop_gradient(tf.reduce_sum(probs_all * q_all, -1))
+        probs, q, values = probs_all[:-1], q_all[:-1], values_all[:-1]
+        rhos = tf.stop_gradient(probs / (behaviour_policies + EPSILON))
+        rho_taken = tf.gather(rhos, actions, batch_dims=2)
+        q_taken = tf.gather(q, actions, batch_dims=2)
+        q_retrace = tf.stop_gradient(retrace_targets(
+            rewards, dones, tf.stop_gradient(q_taken), values, tf.minimum(1.0, rho_taken),
+            values_all[-1], self.gamma,
+        ))
+        log_probs = tf.math.log(probs + EPSILON)
+        # Truncated importance sampling of the taken action...
+        gain = tf.gather(log_probs, actions, batch_dims=2) * tf.stop_gradient(
+            tf.minimum(self.importance_c, rho_taken) * (q_retrace - values))
+        # ...and the bias correction: what truncation cut, in expectation over pi with Q's advantages.
+        correction = tf.reduce_sum(log_probs * tf.stop_gradient(
+            tf.nn.relu(1 - self.importance_c / (rhos + EPSILON)) * probs * (q - values[..., None])), -1)
+        entropy = -tf.reduce_sum(probs * log_probs, -1)
+        objective = tf.reduce_sum(gain + correction + self.entropy_coef * entropy)
+        q_loss = 0.5 * tf.reduce_mean((q_retrace - q_taken) ** 2)
+        metrics = {'policy_loss': -tf.reduce_mean(gain + correction), 'q_loss': q_loss,
+                   'entropy': tf.reduce_mean(entropy)}
+        return objective, q_loss, probs, metrics
+
+    @tf.function
+    def train_step(self, observations, actions, rewards, dones, behaviour_policies) -> dict:
+        """One update from a segment: ``observations`` ``(T + 1, N, ...)``, ``actions``,
+        ``rewards``, ``dones`` ``(T, N)`` and ``behaviour_policies`` ``(T, N, n_actions)``."""
+        batch = self.n_steps * self.n_envs
+        variables = self.model.trainable_variables
+        with tf.GradientTape(persistent=True) as tape:
+            objective, q_loss, probs, metrics = self.losses(observations, actions, rewards, dones,
+                                                            behaviour_policies)
+            q_loss = self.value_loss_coef * q_loss
+        g = tape.gradient(objective, probs)
+        average_logits = self.average(tf.reshape(observations[:-1], (batch, *observations.shape[2:])))[0]
+        average_probs = tf.reshape(tf.nn.softmax(average_logits), tf.shape(probs))
+        # d KL(average || pi) / d pi = -average / pi.
+        k = -average_probs / (probs + EPSILON)
+        z = trust_region_projection(g, k, self.delta) if self.trust_region else g
+        policy_gradients = tape.gradient(probs, variables, output_gradients=-z / batch)
+        q_gradients = tape.gradient(q_loss, variables)
+        del tape
+        gradients = [_add(a, b) for a, b in zip(policy_gradients, q_gradients)]
+        gradients, norm = tf.clip_by_global_norm(gradients, self.grad_norm)
+        self.optimizer.apply_gradients(zip(gradients, variables))
+        for average, weight in zip(self.average.weights, self.model.weights):
+            average.assign(self.ema_alpha * average + (1 - self.ema_alpha) * weight)
+        metrics.update(gradient_norm=norm,
+                       linear_kl=tf.reduce_max(tf.reduce_sum(k * z, -1)))
+        return metrics
+
+
+def _add(a: tf.Tensor | None, b: tf.Tensor | None) -> tf.Tensor:
+    """Sum of two gradients of one variable, either of which may be None (unconnected)."""
+    if a is None:
+        return b
+    return a if b is None else a + b
