@@ -14,6 +14,8 @@ from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_con
 class TRPO(OnPolicy):
     """TRPO: a natural-gradient policy step kept inside a KL trust region; a separate critic.
 
+    Schulman et al. 2015, https://arxiv.org/abs/1502.05477.
+
     Each rollout (GAE advantages, Schulman et al. 2016, arXiv 1506.02438) gives one policy step:
 
     - surrogate ``L(theta) = E[pi_theta(a|s) / pi_old(a|s) * A]`` and its gradient ``g``;
