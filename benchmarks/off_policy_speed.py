@@ -21,7 +21,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 from xagents.dqn import DQN  # noqa: E402
 from xagents.sac import SAC  # noqa: E402
 
-logger = logging.getLogger('xagents.benchmarks')
+logger = logging.getLogger('benchmarks.off_policy_speed')
 
 
 def throughput(agent_class, env_id: str, steps: int, seed: int = 0) -> tuple[float, float]:
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument('--steps', type=int, default=10_000, help='env steps timed per agent')
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format='%(message)s')
+    logging.getLogger('xagents').setLevel(logging.WARNING)  # not the agents' stop lines
     for agent_class, env_id in ((SAC, 'Pendulum-v1'), (DQN, 'CartPole-v1')):
         speed, ratio = throughput(agent_class, env_id, args.steps)
         logger.info('%-4s %-12s %7.0f env steps/s  (%.2f gradient steps per env step, %d cores)',

@@ -12,10 +12,11 @@ from xagents.utils.models import Output
 class DQN(OffPolicy):
     """DQN with a target network, epsilon-greedy exploration and a Huber loss.
 
-    loss = E[w * huber(Q(s, a) - y)],  y = R + discount * Q_target(s', argmax_a' Q_(s', a'))
+    loss = E[w * huber(Q(s, a) - y)],  y = R + discount * Q_targ(s', argmax_a' Q_pick(s', a'))
     where ``R`` and ``discount`` are the n-step return and ``gamma ** k`` (0 after a termination)
-    from the buffer, ``Q_`` is the target network (the online one with ``double``, van Hasselt
-    et al. 2016, https://arxiv.org/abs/1509.06461) and ``w`` the prioritised-replay weights.
+    from the buffer, ``Q_pick`` is the target network, or the online one with ``double`` (van
+    Hasselt et al. 2016, https://arxiv.org/abs/1509.06461), and ``w`` the prioritised-replay
+    importance weights (ones without ``prioritized``).
     ``dueling`` builds Q = V + A - mean(A) from the two heads of a dueling cfg (Wang et al. 2016,
     https://arxiv.org/abs/1511.06581). The target network is copied every
     ``target_update_interval`` gradient steps (``tau`` < 1 averages it instead).

@@ -106,7 +106,8 @@ class SAC(OffPolicy):
         outputs = self.actor_forward(observations)[0]
         if self.discrete:
             return self.categorical.sample_np(outputs, self.rng, deterministic)[0]
-        mean, log_std = np.split(outputs, 2, axis=-1)
+        dim = outputs.shape[-1] // 2
+        mean, log_std = outputs[:, :dim], outputs[:, dim:]
         if deterministic:
             return np.tanh(mean)
         std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))

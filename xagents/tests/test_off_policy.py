@@ -161,6 +161,18 @@ def test_epsilon_falls_linearly_then_stays():
         assert agent.epsilon == pytest.approx(epsilon)
 
 
+def test_n_step_returns_reach_the_batches():
+    agent = DQN.from_env('CartPole-v1', seed=0, n_steps=3, buffer_initial_size=500, update_every=1, quiet=True)
+    agent.fit(max_steps=400)
+    batch = agent.sample(400)
+    gammas = 0.99 ** np.arange(4)
+    # gamma^3 inside episodes, a shorter window (or 0 on termination) at their ends
+    allowed = np.append(gammas[1:], 0)
+    assert np.isclose(batch.discounts[:, None], allowed).any(axis=1).all()
+    assert np.mean(np.isclose(batch.discounts, gammas[3])) > 0.7
+    assert batch.rewards.max() == pytest.approx(gammas[:3].sum())  # 1 + 0.99 + 0.99^2
+
+
 def test_prioritized_replay_priorities_follow_td_errors():
     agent = DQN.from_env('CartPole-v1', seed=0, prioritized=True, buffer_initial_size=200,
                          buffer_batch_size=16, update_every=1, gradient_steps=1, quiet=True)
