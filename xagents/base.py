@@ -436,6 +436,9 @@ class BaseAgent:
                 return f'Reward achieved in {self.steps} steps'
         if self.max_steps is not None and self.steps >= self.max_steps:
             return f'Maximum steps ({self.max_steps}) reached; best mean reward {self.best_reward:.2f}'
+        if self.lr_decay_steps is not None and self.steps >= self.lr_decay_steps:
+            return (f'Learning rate decayed to 0 at {self.lr_decay_steps} steps; '
+                    f'best mean reward {_reward(self.best_reward)}')
         if self.early_stop_count >= self.early_stop_patience:
             return f'Early stopping after {self.early_stop_count} plateaus; best mean reward {self.best_reward:.2f}'
         return None

@@ -175,6 +175,9 @@ def test_linear_learning_rate_decay_composes_with_plateau_reduction():
     agent.fit(max_steps=2560)
     assert agent.steps == 2560
     assert float(agent.optimizer.learning_rate) == pytest.approx(1e-3 * (1 - 2560 / 10_000), rel=1e-5)
-    agent.lr_factor = 0.5
-    agent.fit(max_steps=20_000)
-    assert float(agent.optimizer.learning_rate) == 0.0  # past the decay horizon
+    agent.lr_factor = 0.5  # as after one plateau reduction
+    agent.update_learning_rates()
+    assert float(agent.optimizer.learning_rate) == pytest.approx(0.5e-3 * (1 - 2560 / 10_000), rel=1e-5)
+    agent.fit(target_reward=1000)  # unreachable: training ends when the rate reaches 0
+    assert 10_000 <= agent.steps < 10_000 + 256
+    assert float(agent.optimizer.learning_rate) == 0.0
