@@ -87,9 +87,9 @@ class BaseAgent:
             early_stop_patience: Learning-rate reductions without improvement before stopping.
             quiet: Log nothing.
         """
-        _check_positive(reward_buffer_size=reward_buffer_size, log_frequency=log_frequency,
-                        plateau_reduce_patience=plateau_reduce_patience,
-                        early_stop_patience=early_stop_patience, lr=lr, lr_decay_steps=lr_decay_steps)
+        check_positive(reward_buffer_size=reward_buffer_size, log_frequency=log_frequency,
+                       plateau_reduce_patience=plateau_reduce_patience,
+                       early_stop_patience=early_stop_patience, lr=lr, lr_decay_steps=lr_decay_steps)
         if not isinstance(envs.single_action_space, self.supported_action_spaces):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
             raise ValueError(
@@ -183,9 +183,11 @@ class BaseAgent:
         self.models[role] = model
         return model
 
-    def make_optimizer(self, role: str, **overrides) -> tf.keras.optimizers.Optimizer:
-        """An Adam optimizer for the model of ``role``, built so it can be restored and traced."""
-        optimizer = tf.keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
+    def make_optimizer(self, role: str, optimizer: tf.keras.optimizers.Optimizer | None = None,
+                       **overrides) -> tf.keras.optimizers.Optimizer:
+        """Register the optimizer of ``role``'s model (default: Adam from the agent's settings),
+        built so that it can be restored and traced, and following the shared LR schedule."""
+        optimizer = optimizer or tf.keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
         optimizer.build(self.models[role].trainable_variables)
         self.optimizers[role] = optimizer
         self.initial_learning_rates[role] = float(optimizer.learning_rate)
@@ -309,7 +311,7 @@ class BaseAgent:
                eval_episodes: int, stop_on: str) -> None:
         if target_reward is None and max_steps is None:
             raise ValueError('expected target_reward or max_steps (or both), got neither')
-        _check_positive(max_steps=max_steps, eval_frequency=eval_frequency, eval_episodes=eval_episodes)
+        check_positive(max_steps=max_steps, eval_frequency=eval_frequency, eval_episodes=eval_episodes)
         if stop_on not in ('train', 'eval'):
             raise ValueError(f"expected stop_on 'train' or 'eval', got {stop_on!r}")
         if stop_on == 'eval' and not eval_frequency:
@@ -500,7 +502,7 @@ class OnPolicy(BaseAgent):
             lam: GAE lambda (1 gives n-step returns).
         """
         super().__init__(envs, **kwargs)
-        _check_positive(n_steps=n_steps)
+        check_positive(n_steps=n_steps)
         self.n_steps, self.lam = n_steps, lam
         self.distribution = distribution_for(envs.single_action_space)
         self.rollout = RolloutBuffer(n_steps, self.n_envs, envs.single_observation_space,
@@ -661,10 +663,10 @@ class OffPolicy(BaseAgent):
                 (~5x faster for those on CPU, slower for wide or convolutional ones).
         """
         super().__init__(envs, **kwargs)
-        _check_positive(buffer_max_size=buffer_max_size, buffer_initial_size=buffer_initial_size,
-                        buffer_batch_size=buffer_batch_size, update_every=update_every,
-                        gradient_steps=gradient_steps, n_steps=n_steps, tau=tau,
-                        priority_beta_steps=priority_beta_steps)
+        check_positive(buffer_max_size=buffer_max_size, buffer_initial_size=buffer_initial_size,
+                       buffer_batch_size=buffer_batch_size, update_every=update_every,
+                       gradient_steps=gradient_steps, n_steps=n_steps, tau=tau,
+                       priority_beta_steps=priority_beta_steps)
         if buffer_initial_size > buffer_max_size:
             raise ValueError(f'expected buffer_initial_size <= buffer_max_size = {buffer_max_size}, '
                              f'got {buffer_initial_size}')
@@ -890,7 +892,8 @@ def _reward(value: float) -> str:
     return f'{value:.2f}' if np.isfinite(value) else 'n/a'
 
 
-def _check_positive(**values) -> None:
+def check_positive(**values) -> None:
+    """Raise a ValueError naming the first of ``values`` that is not > 0 (None is allowed)."""
     for name, value in values.items():
         if value is not None and value <= 0:
             raise ValueError(f'expected {name} > 0, got {value}')

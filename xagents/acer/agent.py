@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import BaseAgent, _check_positive
+from xagents.base import BaseAgent, check_positive
 from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
 from xagents.utils.models import NumpyForward, Output, build_model
 from xagents.utils.optimization import retrace_targets, trust_region_projection
@@ -85,8 +85,8 @@ class ACER(BaseAgent):
             replay_start: Segments stored before replay starts.
         """
         super().__init__(envs, lr=lr, **kwargs)
-        _check_positive(n_steps=n_steps, rmsprop_epsilon=rmsprop_epsilon,
-                        grad_norm=grad_norm, importance_c=importance_c, delta=delta, buffer_size=buffer_size)
+        check_positive(n_steps=n_steps, rmsprop_epsilon=rmsprop_epsilon,
+                       grad_norm=grad_norm, importance_c=importance_c, delta=delta, buffer_size=buffer_size)
         for name, value in (('rmsprop_alpha', rmsprop_alpha), ('ema_alpha', ema_alpha)):
             if not 0 <= value < 1:
                 raise ValueError(f'expected 0 <= {name} < 1, got {value}')
@@ -107,10 +107,9 @@ class ACER(BaseAgent):
             space = envs.single_observation_space
             self.average = build_model(self.model_file('model', space, model), space, outputs, name='average')
         self.average.set_weights(self.model.get_weights())
-        self.optimizer = tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon)
-        self.optimizer.build(self.model.trainable_variables)
-        self.optimizers['model'] = self.optimizer
-        self.initial_learning_rates['model'] = lr  # for the shared loop's decay and plateau reductions
+        self.optimizer = self.make_optimizer(
+            'model', tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon)
+        )
         self.buffer = SegmentBuffer(buffer_size, n_steps, self.n_envs, envs.single_observation_space,
                                     envs.single_action_space, seed=None if self.seed is None else self.seed + 1)
         self.numpy_forward = NumpyForward(self.model) if NumpyForward.supports(self.model) else None

@@ -83,11 +83,11 @@ def test_same_seed_same_history(workdir):
 
 
 def test_checkpoint_round_trip_keeps_weights_optimizer_and_counters(workdir):
-    agent = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, seed=0, checkpoints=['p.tf'], quiet=True)
+    agent = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, mini_batches=2, seed=0, checkpoints=['p.tf'], quiet=True)
     agent.fit(max_steps=64)
     agent.save_models()
     assert int(agent.optimizer.iterations) > 0
-    other = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, seed=5, quiet=True)
+    other = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, mini_batches=2, seed=5, quiet=True)
     other.load_weights(['p.tf'])
     for a, b in zip(agent.model.weights, other.model.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -107,7 +107,7 @@ def test_bad_weights_files(workdir):
         file.write('not a checkpoint')
     with pytest.raises(ValueError, match='junk.tf is not an xagents checkpoint'):
         agent.load_weights(['junk.tf'])
-    pendulum = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, checkpoints=['p.tf'], quiet=True)
+    pendulum = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, mini_batches=2, checkpoints=['p.tf'], quiet=True)
     pendulum.save_models()
     with pytest.raises(ValueError, match='p.tf does not fit this model'):
         agent.load_weights(['p.tf'])

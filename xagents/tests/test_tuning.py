@@ -161,7 +161,9 @@ def test_diverging_training_raises_diverged_for_the_parent_to_prune():
 def test_ctrl_c_stops_cleanly_leaving_completed_trials_and_no_running_one(workdir):
     argv = [sys.executable, '-m', 'xagents.cli', 'tune', 'ppo', '--env', 'CartPole-v1', '--trial-steps', '4000',
             '--n-reports', '2', '--n-trials', '3', '--lr', '1e-4', '1e-2']
-    search = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A shell starts background jobs with SIGINT ignored, and the child would inherit that: restore it.
+    search = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in search.stdout:  # interrupt while trial 1 is under way (its process takes seconds to start)
         lines.append(line)
