@@ -5,7 +5,9 @@ the comments; optimizers get a learning rate of 0 where a later loss reads a net
 earlier step of the same update would otherwise have changed.
 """
 import math
+import os
 import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -14,13 +16,13 @@ import tensorflow as tf
 
 from xagents.base import polyak_update
 from xagents.ddpg import DDPG
-from xagents.ddpg.noise import AdaptiveParamNoise, OrnsteinUhlenbeckActionNoise, parse_noise_type
+from xagents.ddpg.noise import OrnsteinUhlenbeckActionNoise, parse_noise_type
 from xagents.dqn import DQN
 from xagents.sac import SAC
 from xagents.td3 import TD3
 from xagents.utils.envs import create_envs
 
-XAGENTS = '/work/venv/bin/xagents'
+XAGENTS = os.path.join(os.path.dirname(sys.executable), 'xagents')  # the installed command
 
 
 def linear(inputs: int, *heads: np.ndarray, bias=None, activation=None) -> tf.keras.Model:
@@ -206,6 +208,7 @@ def test_sac_box_losses_by_hand():
     td2 = np.array([3 - (1 + 0.99 * (0.5 + t)), -4])
     np.testing.assert_allclose(td1, [-0.45249599, -2.5], rtol=1e-7)
     # critic loss = 0.5 * (mean(td1^2) + mean(td2^2)) = 5.88800468
+    np.testing.assert_allclose(0.5 * (np.mean(td1 ** 2) + np.mean(td2 ** 2)), 5.88800468, rtol=1e-7)
     np.testing.assert_allclose(metrics['critic_loss'], 5.88800468, rtol=1e-5)
     np.testing.assert_allclose(td_errors, td1, rtol=1e-5)
     # actor loss = -mean(min(Q1, Q2)(s, t)) = -mean(min(1 + t, 2 + 2t), min(t, -1 + 2t)) = -0.69317574
