@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     command, rest = argv[0], argv[1:]
     if command in ('train', 'play') and rest:
         with native_stderr_silenced():
-            import tensorflow  # noqa: F401  (loaded here so its start-up noise stays hidden)
+            importlib.import_module('tensorflow')  # loaded here so its start-up noise stays hidden
     if command not in COMMANDS:
         fail(f'xagents: error: unknown command {command!r} (choose from {", ".join(COMMANDS)})')
     if command == 'plot':

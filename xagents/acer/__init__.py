@@ -1,1 +1,3 @@
 from xagents.acer.agent import ACER
+
+__all__ = ['ACER']

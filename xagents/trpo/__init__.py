@@ -1,1 +1,3 @@
 from xagents.trpo.agent import TRPO
+
+__all__ = ['TRPO']
