@@ -1,24 +1,8 @@
-"""What ``xagents tune dqn`` may search; types, defaults and help come from the DQN signature.
+"""What ``xagents tune dqn`` may search and how; everything else about a flag comes from DQN's signature."""
+from xagents.utils.cli import OFF_POLICY_TUNABLE
 
-``log``: a ``MIN MAX`` range is searched log-uniformly; ``uniform``: searched uniformly;
-``categorical``: choices only. Parameters not listed here take one fixed value in a search.
-"""
 TUNABLE = {
-    'lr': 'log',
-    'n_envs': 'log',
-    'gamma': 'uniform',
-    'buffer_batch_size': 'log',
-    'buffer_initial_size': 'log',
-    'update_every': 'log',
-    'gradient_steps': 'log',
-    'target_update_interval': 'log',
-    'tau': 'log',
-    'epsilon_end': 'uniform',
-    'epsilon_decay_steps': 'log',
-    'n_steps': 'log',
-    'grad_norm': 'log',
-    'double': 'categorical',
-    'dueling': 'categorical',
-    'prioritized': 'categorical',
-    'model': 'categorical',
+    **OFF_POLICY_TUNABLE, 'target_update_interval': 'log', 'epsilon_end': 'uniform',
+    'epsilon_decay_steps': 'log', 'grad_norm': 'log', 'double': 'categorical', 'dueling': 'categorical',
+    'prioritized': 'categorical', 'model': 'categorical',
 }

@@ -1,20 +1,7 @@
-"""What ``xagents tune sac`` may search; types, defaults and help come from the SAC signature.
+"""What ``xagents tune sac`` may search and how; everything else about a flag comes from SAC's signature."""
+from xagents.utils.cli import OFF_POLICY_TUNABLE
 
-``log``: a ``MIN MAX`` range is searched log-uniformly; ``uniform``: searched uniformly;
-``categorical``: choices only. Parameters not listed here take one fixed value in a search.
-"""
 TUNABLE = {
-    'lr': 'log',
-    'n_envs': 'log',
-    'gamma': 'uniform',
-    'tau': 'log',
-    'buffer_batch_size': 'log',
-    'buffer_initial_size': 'log',
-    'update_every': 'log',
-    'gradient_steps': 'log',
-    'n_steps': 'log',
-    'alpha': 'log',
-    'target_entropy': 'uniform',
-    'actor_model': 'categorical',
+    **OFF_POLICY_TUNABLE, 'alpha': 'log', 'target_entropy': 'uniform', 'actor_model': 'categorical',
     'critic_model': 'categorical',
 }

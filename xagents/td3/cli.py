@@ -1,22 +1,7 @@
-"""What ``xagents tune td3`` may search; types, defaults and help come from the TD3 signature.
+"""What ``xagents tune td3`` may search and how; everything else about a flag comes from TD3's signature."""
+from xagents.utils.cli import OFF_POLICY_TUNABLE
 
-``log``: a ``MIN MAX`` range is searched log-uniformly; ``uniform``: searched uniformly;
-``categorical``: choices only. Parameters not listed here take one fixed value in a search.
-"""
 TUNABLE = {
-    'lr': 'log',
-    'n_envs': 'log',
-    'gamma': 'uniform',
-    'tau': 'log',
-    'buffer_batch_size': 'log',
-    'buffer_initial_size': 'log',
-    'update_every': 'log',
-    'gradient_steps': 'log',
-    'n_steps': 'log',
-    'noise_type': 'categorical',
-    'actor_model': 'categorical',
-    'critic_model': 'categorical',
-    'policy_delay': 'categorical',
-    'policy_noise_coef': 'uniform',
-    'noise_clip': 'uniform',
+    **OFF_POLICY_TUNABLE, 'noise_type': 'categorical', 'policy_delay': 'categorical',
+    'policy_noise_coef': 'uniform', 'noise_clip': 'uniform', 'actor_model': 'categorical', 'critic_model': 'categorical',
 }

@@ -1,22 +1,8 @@
-"""What ``xagents tune trpo`` may search; types, defaults and help come from the TRPO signature.
+"""What ``xagents tune trpo`` may search and how; everything else about a flag comes from TRPO's signature."""
+from xagents.utils.cli import ON_POLICY_TUNABLE
 
-``log``: a ``MIN MAX`` range is searched log-uniformly (scale-like values: rates, coefficients,
-sizes); ``uniform``: searched uniformly; ``categorical``: choices only. Numeric flags also take
-choices. Parameters not listed here take one fixed value in a search.
-"""
 TUNABLE = {
-    'lr': 'log',
-    'n_steps': 'log',
-    'n_envs': 'log',
-    'lam': 'uniform',
-    'gamma': 'uniform',
-    'max_kl': 'log',
-    'cg_iterations': 'uniform',
-    'cg_damping': 'log',
-    'line_search_shrink': 'uniform',
-    'critic_iterations': 'uniform',
-    'mini_batches': 'log',
-    'normalize_advantages': 'categorical',
-    'actor_model': 'categorical',
-    'critic_model': 'categorical',
+    **ON_POLICY_TUNABLE, 'max_kl': 'log', 'cg_iterations': 'uniform', 'cg_damping': 'log',
+    'line_search_shrink': 'uniform', 'critic_iterations': 'uniform', 'mini_batches': 'log',
+    'normalize_advantages': 'categorical', 'actor_model': 'categorical', 'critic_model': 'categorical',
 }

@@ -125,3 +125,13 @@ def add_search_flag(group, flag: Flag, tag: str | None = None) -> None:
     tagged = f' [{tag}]' if tag else ''
     group.add_argument(flag.option, dest=flag.name, nargs='+', metavar=metavar, default=argparse.SUPPRESS,
                        help=flag.help + tagged + shown)
+
+
+# How ``xagents tune`` searches parameters shared by many agents; each agent's ``cli.py`` adds its
+# own. 'log': a MIN MAX range is searched log-uniformly (rates, coefficients, sizes); 'uniform':
+# uniformly; 'categorical': choices only. Parameters not listed take one fixed value in a search.
+COMMON_TUNABLE = {'lr': 'log', 'n_envs': 'log', 'gamma': 'uniform', 'n_steps': 'log'}
+ON_POLICY_TUNABLE = {**COMMON_TUNABLE, 'lam': 'uniform'}
+LOSS_COEFFICIENTS_TUNABLE = {'entropy_coef': 'log', 'value_loss_coef': 'log', 'grad_norm': 'log'}
+OFF_POLICY_TUNABLE = {**COMMON_TUNABLE, 'tau': 'log', 'buffer_batch_size': 'log', 'buffer_initial_size': 'log',
+                      'update_every': 'log', 'gradient_steps': 'log'}
