@@ -5,6 +5,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 os.environ.setdefault('WANDB_MODE', 'offline')
 os.environ.setdefault('WANDB_SILENT', 'true')
 
+import logging  # noqa: E402
+
 import pytest  # noqa: E402
 
 
@@ -13,3 +15,22 @@ def workdir(tmp_path, monkeypatch):
     """Run the test inside an empty temporary directory."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def xagents_cli(capsys, caplog):
+    """Run ``xagents ARGV`` in this process; the call returns (exit status, log + stdout, stderr)."""
+    from xagents.cli import main
+
+    def run(*argv):
+        caplog.set_level(logging.INFO)
+        caplog.clear()
+        try:
+            main(list(argv))
+            status = 0
+        except SystemExit as exit_:
+            status = exit_.code
+        captured = capsys.readouterr()
+        return status, caplog.text + captured.out, captured.err
+
+    return run

@@ -7,33 +7,21 @@ import cv2
 import pandas as pd
 import pytest
 
-from xagents.cli import main
 from xagents.utils.history import plot_history
 
 XAGENTS = [sys.executable, '-m', 'xagents.cli']
 
 
-def run_main(capsys, *argv):
-    """Run ``xagents argv`` in this process; return (exit status, stdout, stderr)."""
-    try:
-        main(list(argv))
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def test_bare_command_prints_version_usage_and_commands(capsys):
-    status, out, _ = run_main(capsys)
+def test_bare_command_prints_version_usage_and_commands(xagents_cli):
+    status, out, _ = xagents_cli()
     assert status == 0
     assert 'xagents 1.0.0' in out and 'usage: xagents <command>' in out
     for command in ('train', 'play', 'plot'):
         assert f'  {command}' in out
 
 
-def test_train_lists_general_and_training_flags_only(capsys):
-    status, out, _ = run_main(capsys, 'train')
+def test_train_lists_general_and_training_flags_only(xagents_cli):
+    status, out, _ = xagents_cli('train')
     assert status == 0
     for flag in ('--env', '--n-envs', '--seed', '--lr', '--target-reward', '--max-steps', '--checkpoints',
                  '--history-checkpoint', '--weights', '--monitor-session', '--tensorboard', '--quiet'):
@@ -41,11 +29,11 @@ def test_train_lists_general_and_training_flags_only(capsys):
     assert '--clip-norm' not in out
 
 
-def test_agent_help_lists_every_constructor_parameter_with_default(capsys):
+def test_agent_help_lists_every_constructor_parameter_with_default(xagents_cli):
     from xagents.base import BaseAgent
     from xagents.utils.cli import constructors, flags_of
 
-    status, out, _ = run_main(capsys, 'train', 'ppo')
+    status, out, _ = xagents_cli('train', 'ppo')
     assert status == 0
     for flag in flags_of(constructors(__import__('xagents').PPO, BaseAgent) + [BaseAgent.__init__]):
         assert flag.option in out, flag.option
@@ -90,34 +78,34 @@ def test_help_defaults_are_the_constructor_defaults():
     (['train', '--env', 'CartPole-v1'], 'expected an agent (a2c, ppo'),
     (['plot', 'missing.parquet', '--env', 'CartPole-v1', '--output', 'x.png'], 'history file not found'),
 ])
-def test_bad_input_is_one_line_with_status_2(capsys, workdir, argv, message):
-    status, out, err = run_main(capsys, *argv)
+def test_bad_input_is_one_line_with_status_2(xagents_cli, workdir, argv, message):
+    status, out, err = xagents_cli(*argv)
     assert status == 2
     assert message in err
     assert len(err.strip().splitlines()) == 1, err
     assert 'Traceback' not in err and 'usage:' not in err
 
 
-def test_malformed_cfg_names_file_section_and_key(capsys, workdir):
+def test_malformed_cfg_names_file_section_and_key(xagents_cli, workdir):
     with open('bad.cfg', 'w') as file:
         file.write('[dense-1]\nunits=64\nactivaton=relu\n[dense-2]\noutput=1\n[dense-3]\nunits=1\noutput=1\n')
-    status, _, err = run_main(capsys, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10',
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10',
                               '--model', 'bad.cfg')
     assert status == 2
     assert 'bad.cfg: [dense-1] activaton: unknown key' in err and len(err.strip().splitlines()) == 1
 
 
-def test_existing_files_are_never_overwritten_without_resume(capsys, workdir):
+def test_existing_files_are_never_overwritten_without_resume(xagents_cli, workdir):
     for name in ('old.tf', 'old.parquet'):
         with open(name, 'wb') as file:
             file.write(b'precious')
     pd.DataFrame({'mean_reward': [1.0], 'best_reward': [1.0], 'episode_reward': [1.0], 'step': [8],
                   'time': [0.1]}).to_parquet('old.parquet')
     history = open('old.parquet', 'rb').read()
-    status, _, err = run_main(capsys, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '500',
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '500',
                               '--checkpoints', 'old.tf')
     assert status == 2 and 'checkpoint old.tf exists' in err
-    status, _, err = run_main(capsys, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '500',
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '500',
                               '--history-checkpoint', 'old.parquet')
     assert status == 2 and 'history old.parquet exists' in err
     assert open('old.tf', 'rb').read() == b'precious'
@@ -156,18 +144,18 @@ def test_readme_sequence_train_plot_play(workdir):
     assert video.endswith('.mp4') and capture.read()[0] and frames >= reward
 
 
-def test_plot_command_writes_image(capsys, workdir):
+def test_plot_command_writes_image(xagents_cli, workdir):
     pd.DataFrame({'mean_reward': [1.0, 2.0, 3.0], 'best_reward': [1.0, 2.0, 3.0],
                   'episode_reward': [1.0, 3.0, 5.0], 'step': [10, 20, 30], 'time': [0.1, 0.2, 0.3]}
                  ).to_parquet('h.parquet')
-    status, out, _ = run_main(capsys, 'plot', 'h.parquet', 'h.parquet', '--labels', 'A', 'B',
+    status, out, _ = xagents_cli('plot', 'h.parquet', 'h.parquet', '--labels', 'A', 'B',
                               '--env', 'CartPole-v1', '--output', 'curves.png')
     assert status == 0 and os.path.getsize('curves.png') > 10_000
-    status, _, err = run_main(capsys, 'plot', 'h.parquet', '--labels', 'A', 'B', '--env', 'X', '--output', 'c.png')
+    status, _, err = xagents_cli('plot', 'h.parquet', '--labels', 'A', 'B', '--env', 'X', '--output', 'c.png')
     assert status == 2 and 'expected one label per history file (1), got 2' in err
 
 
-def test_every_agent_flag_has_help_text(capsys):
+def test_every_agent_flag_has_help_text(xagents_cli):
     from xagents.cli import AGENTS, agent_flags, agent_class, training_flags
 
     for agent in AGENTS:

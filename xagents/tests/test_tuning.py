@@ -1,6 +1,5 @@
 """xagents tune: search spaces of every agent, the embedded study and its resume, pruning,
 bad input, and two workers sharing one PostgreSQL study."""
-import logging
 import os
 import shlex
 import signal
@@ -16,7 +15,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from xagents.cli import AGENTS, main, tune_parser
+from xagents.cli import AGENTS, tune_parser
 from xagents.utils import tuning
 
 TINY = ['--env', 'CartPole-v1', '--trial-steps', '2000', '--n-reports', '2']
@@ -24,21 +23,8 @@ POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',
                               'postgresql://xagents:tune-secret@127.0.0.1:5432/xagents_tests')
 
 
-def run_main(capsys, caplog, *argv):
-    """Run ``xagents argv`` in this process; return (exit status, log + stdout, stderr)."""
-    caplog.set_level(logging.INFO)
-    caplog.clear()
-    try:
-        main(list(argv))
-        status = 0
-    except SystemExit as exit_:
-        status = exit_.code
-    captured = capsys.readouterr()
-    return status, caplog.text + captured.out, captured.err
-
-
 @pytest.mark.parametrize('agent', AGENTS)
-def test_every_agent_declares_tunable_flags_that_parse(agent, capsys, caplog):
+def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
     flags, scales = tuning.hyperparameter_flags(agent), tuning.tunable(agent)
     assert 'lr' in scales and scales['lr'] == 'log'
     for name, scale in scales.items():
@@ -59,7 +45,7 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, capsys, caplog):
     assert space.fixed == {'gamma': 0.98}
     assert space.distributions == {'lr': FloatDistribution(1e-3, 1e-2, log=True),
                                    'n_envs': CategoricalDistribution((4, 8))}
-    status, out, _ = run_main(capsys, caplog, 'tune', agent)
+    status, out, _ = xagents_cli('tune', agent)
     assert status == 0
     helps = {action.dest: action.help for action in tune_parser(agent)._actions}
     for name, scale in scales.items():
@@ -85,7 +71,7 @@ def test_bad_search_spaces_are_refused(search, message):
     assert message in str(error.value)
 
 
-def test_agent_without_cli_module_cannot_be_tuned(tmp_path, monkeypatch, capsys, caplog):
+def test_agent_without_cli_module_cannot_be_tuned(tmp_path, monkeypatch, xagents_cli):
     import xagents
 
     package = tmp_path / 'nope'  # an agent package with no cli.py
@@ -95,15 +81,15 @@ def test_agent_without_cli_module_cannot_be_tuned(tmp_path, monkeypatch, capsys,
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(xagents._AGENTS, 'NOPE', 'nope')
     monkeypatch.setattr('xagents.cli.AGENTS', AGENTS + ('nope',))
-    status, _, err = run_main(capsys, caplog, 'tune', 'nope')
+    status, _, err = xagents_cli('tune', 'nope')
     assert status == 2
     assert err == 'xagents tune nope: error: nope cannot be tuned: expected nope/cli.py declaring ' \
                   'its TUNABLE hyperparameters, found none\n'
 
 
-def test_embedded_study_resumes_and_its_best_command_trains(workdir, capsys, caplog):
+def test_embedded_study_resumes_and_its_best_command_trains(workdir, xagents_cli):
     argv = ['tune', 'ppo', *TINY, '--lr', '1e-3', '3e-3', '--n-steps', '32,64']
-    status, out, err = run_main(capsys, caplog, *argv, '--n-trials', '2', '--plot', 'plots')
+    status, out, err = xagents_cli(*argv, '--n-trials', '2', '--plot', 'plots')
     assert status == 0, err
     journal = workdir / 'ppo-CartPole-v1.journal.log'
     assert journal.is_file()
@@ -111,7 +97,7 @@ def test_embedded_study_resumes_and_its_best_command_trains(workdir, capsys, cap
     assert sorted(os.listdir('plots')) == ['optimization_history.png', 'parallel_coordinate.png',
                                           'param_importances.png']
 
-    status, out, err = run_main(capsys, caplog, *argv, '--n-trials', '1')  # the same command again
+    status, out, err = xagents_cli(*argv, '--n-trials', '1')  # the same command again
     assert status == 0, err
     assert 'trial 2 COMPLETE value' in out and 'trial 3' not in out
     study = optuna.load_study(study_name='ppo-CartPole-v1', storage=JournalStorage(JournalFileBackend(str(journal))))
@@ -126,7 +112,7 @@ def test_embedded_study_resumes_and_its_best_command_trains(workdir, capsys, cap
 
     words = shlex.split(command)
     assert words[:2] == ['xagents', 'train']
-    status, out, err = run_main(capsys, caplog, *words[1:])
+    status, out, err = xagents_cli(*words[1:])
     assert status == 0, err
     assert 'Maximum steps (2000) reached' in out
 
@@ -217,9 +203,9 @@ def existing_study(workdir):
     (['--lr', '1e-4', '1e-2', '--pruner', 'sometimes'], "expected pruner median, halving, none, got 'sometimes'"),
     (['--lr', '1e-4', '1e-2', '--env', 'NoSuchEnv-v0'], "unknown environment id 'NoSuchEnv-v0'"),
 ])
-def test_bad_input_is_one_line_status_2_and_leaves_the_study_untouched(existing_study, capsys, caplog, flags, message):
+def test_bad_input_is_one_line_status_2_and_leaves_the_study_untouched(existing_study, xagents_cli, flags, message):
     before = existing_study.read_bytes()
-    status, _, err = run_main(capsys, caplog, 'tune', 'ppo', *TINY, *flags)
+    status, _, err = xagents_cli('tune', 'ppo', *TINY, *flags)
     assert status == 2
     assert err.count('\n') == 1 and err.startswith('xagents tune ppo: error: '), err
     assert message in err
