@@ -20,6 +20,7 @@ from typing import Sequence
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer, RolloutBuffer
 from xagents.utils.checkpoints import load_checkpoint, save_checkpoint
@@ -203,7 +204,15 @@ class BaseAgent:
     def save_models(self) -> None:
         """Save every model (with its optimizer and the step counter) to ``checkpoints``."""
         for role, path in zip(self.model_roles, self.checkpoints or ()):
-            save_checkpoint(path, self.models[role], self.optimizers.get(role), steps=self.steps)
+            save_checkpoint(path, self.models[role], self.optimizers.get(role),
+                            extras=self.checkpoint_extras(role), steps=self.steps)
+
+    def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
+        """Arrays saved beside ``role``'s weights (see :meth:`restore_extras`)."""
+        return {}
+
+    def restore_extras(self, role: str, extras: dict[str, np.ndarray]) -> None:
+        """Take back what :meth:`checkpoint_extras` saved for ``role``."""
 
     def load_weights(self, paths: Sequence[str]) -> None:
         """Load models (and optimizer states) saved by :meth:`save_models`, one path per role."""
@@ -213,7 +222,7 @@ class BaseAgent:
                 f'({", ".join(self.model_roles)}), got {len(paths)} weights file(s)'
             )
         for role, path in zip(self.model_roles, paths):
-            load_checkpoint(path, self.models[role], self.optimizers.get(role))
+            self.restore_extras(role, load_checkpoint(path, self.models[role], self.optimizers.get(role)))
         self.weights_loaded = list(paths)
         self.on_weights_changed()
 
@@ -636,6 +645,7 @@ class OffPolicy(BaseAgent):
         update_every: int = 1,
         gradient_steps: int = 1,
         start_steps: int | None = None,
+        update_after: int = 0,
         n_steps: int = 1,
         tau: float = 0.005,
         prioritized: bool = False,
@@ -643,6 +653,7 @@ class OffPolicy(BaseAgent):
         priority_beta: float = 0.4,
         priority_beta_steps: int = 100_000,
         jit_compile: bool | None = None,
+        normalize_observations: bool = False,
         **kwargs,
     ) -> None:
         """
@@ -653,6 +664,7 @@ class OffPolicy(BaseAgent):
             update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
             gradient_steps: Gradient steps per update, all run in one graph call.
             start_steps: Env steps acted uniformly at random (default: buffer_initial_size).
+            update_after: Env steps before the first update, if later than the buffer's initial fill.
             n_steps: Rewards summed into each sampled transition (n-step returns).
             tau: Polyak coefficient of the target networks (1 copies them).
             prioritized: Sample transitions in proportion to their TD error (Schaul et al. 2016).
@@ -661,6 +673,9 @@ class OffPolicy(BaseAgent):
             priority_beta_steps: Env steps over which beta reaches 1.
             jit_compile: Compile updates with XLA; default: when every cfg model is a dense MLP
                 (~5x faster for those on CPU, slower for wide or convolutional ones).
+            normalize_observations: Scale vector observations by their running mean and standard
+                deviation, clipped to [-5, 5] (Baselines' DDPG); the statistics are saved with the
+                first model's checkpoint and frozen outside training.
         """
         super().__init__(envs, **kwargs)
         check_positive(buffer_max_size=buffer_max_size, buffer_initial_size=buffer_initial_size,
@@ -680,6 +695,9 @@ class OffPolicy(BaseAgent):
             raise ValueError(f'expected 0 < tau <= 1, got {tau}')
         if start_steps is not None and start_steps < 0:
             raise ValueError(f'expected start_steps >= 0, got {start_steps}')
+        if update_after < 0:
+            raise ValueError(f'expected update_after >= 0, got {update_after}')
+        self.update_after = update_after
         self.buffer_max_size, self.buffer_initial_size = buffer_max_size, buffer_initial_size
         self.buffer_batch_size, self.update_every, self.gradient_steps = (
             buffer_batch_size, update_every, gradient_steps)
@@ -705,6 +723,12 @@ class OffPolicy(BaseAgent):
             n_steps=n_steps, gamma=self.gamma, seed=None if self.seed is None else self.seed + 1,
             frame_stack_axis=-1 if _frame_stacks(envs) else None, **buffer_kwargs,
         )
+        self.observation_stats = None
+        if normalize_observations:
+            shape = envs.single_observation_space.shape
+            if len(shape) != 1:
+                raise ValueError(f'normalize_observations expected vector observations, got shape {shape}')
+            self.observation_stats = RunningMeanStd(shape=shape)
         self.target_pairs: list[tuple[tf.keras.Model, tf.keras.Model]] = []
         self.numpy_forwards: list[NumpyForward] = []
         self.gradient_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='gradient_updates')
@@ -785,7 +809,31 @@ class OffPolicy(BaseAgent):
         """Actions in the agent's space; ``act`` scales them for the env."""
         raise NotImplementedError
 
+    def normalized(self, observations: np.ndarray) -> np.ndarray:
+        """Observations as the models see them: scaled by the running statistics when enabled."""
+        stats = self.observation_stats
+        if stats is None:
+            return observations
+        scaled = (observations - stats.mean) / np.sqrt(stats.var + 1e-8)
+        return np.clip(scaled, -5.0, 5.0).astype(np.float32)
+
+    def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
+        stats = self.observation_stats
+        if stats is None or role != self.model_roles[0]:
+            return {}
+        return {'observation_mean': stats.mean, 'observation_var': stats.var, 'observation_count': stats.count}
+
+    def restore_extras(self, role: str, extras: dict[str, np.ndarray]) -> None:
+        if self.observation_stats is not None and role == self.model_roles[0]:
+            if 'observation_mean' not in extras:
+                raise ValueError(f'expected observation statistics in the {role} weights file '
+                                 '(saved with normalize_observations), found none')
+            self.observation_stats.mean = extras['observation_mean']
+            self.observation_stats.var = extras['observation_var']
+            self.observation_stats.count = float(extras['observation_count'])
+
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        observations = self.normalized(observations)
         if deterministic:
             return self.env_actions(self.policy(observations, True))
         return self.env_actions(self.explore(observations))
@@ -794,16 +842,18 @@ class OffPolicy(BaseAgent):
     def train_once(self) -> dict[str, float]:
         for _ in range(self.update_every // self.n_envs):
             observations = self.observations
+            if self.observation_stats is not None:
+                self.observation_stats.update(observations)
             if self.steps < self.start_steps:
                 actions = self.random_actions()
             else:
-                actions = self.explore(observations)
+                actions = self.explore(self.normalized(observations))
             next_observations, rewards, terminated, truncated, finals = self.step_envs(
                 self.env_actions(actions))
             self.buffer.add(observations, actions, rewards, finals, terminated, truncated)
             self.observations = next_observations
             self.episode_starts = terminated | truncated
-        if len(self.buffer) < self.buffer_initial_size:
+        if len(self.buffer) < self.buffer_initial_size or self.steps < self.update_after:
             return {}
         return self.update()
 
@@ -811,6 +861,9 @@ class OffPolicy(BaseAgent):
         """Sample ``gradient_steps`` batches and train on them in one graph call."""
         batch = self.sample(self.gradient_steps * self.buffer_batch_size)
         shape = (self.gradient_steps, self.buffer_batch_size)
+        # The buffer keeps raw observations: they are scaled with the statistics of now.
+        batch = batch._replace(observations=self.normalized(batch.observations),
+                               next_observations=self.normalized(batch.next_observations))
         arrays = [array.reshape(shape + array.shape[1:]) for array in batch[:6]]
         metrics, td_errors = self.compiled_train_steps(*arrays)
         if self.prioritized:

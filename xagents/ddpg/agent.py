@@ -109,7 +109,8 @@ class DDPG(OffPolicy):
         metrics = super().update()
         if self.param_noise is not None and self.steps - self.last_adaption >= PARAM_NOISE_ADAPTION_INTERVAL:
             self.last_adaption = self.steps
-            self.param_noise.adapt(self.actor_forward, self.buffer.sample(self.buffer_batch_size).observations)
+            observations = self.normalized(self.buffer.sample(self.buffer_batch_size).observations)
+            self.param_noise.adapt(self.actor_forward, observations)
         return metrics
 
     # ---------------------------------------------------------------------- learning

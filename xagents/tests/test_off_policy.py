@@ -440,3 +440,66 @@ def test_bad_input_is_one_line_on_stderr_with_status_2(workdir):
         assert process.returncode == 2, argv
         assert stderr.splitlines() == [message], argv
         assert 'Traceback' not in stdout
+
+
+def test_observation_normalization_statistics_scaling_and_checkpoints(tmp_path):
+    from xagents import DDPG
+
+    paths = [str(tmp_path / f'{role}.tf') for role in DDPG.model_roles]
+    agent = DDPG.from_env('Pendulum-v1', seed=0, normalize_observations=True, buffer_initial_size=256,
+                          buffer_batch_size=64, update_every=64, gradient_steps=2, checkpoints=paths, quiet=True)
+    seen = []
+    step_envs = agent.step_envs
+
+    def recording(actions):  # every observation the agent acted on, before it acts on the next
+        seen.append(agent.observations.copy())
+        return step_envs(actions)
+
+    agent.step_envs = recording
+    agent.fit(max_steps=512)
+    seen = np.concatenate(seen)
+    stats = agent.observation_stats
+    assert stats.count == pytest.approx(len(seen) + 1e-4)
+    np.testing.assert_allclose(stats.mean, seen.mean(0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(stats.var, seen.var(0), rtol=1e-3, atol=1e-4)
+    scaled = agent.normalized(seen)
+    np.testing.assert_allclose(scaled, np.clip((seen - seen.mean(0)) / np.sqrt(seen.var(0) + 1e-8), -5, 5),
+                               rtol=1e-3, atol=1e-4)
+    assert np.abs(scaled.mean(0)).max() < 0.05 and np.abs(scaled.std(0) - 1).max() < 0.05
+    # Acting uses the scaled observations: the actor on scaled inputs gives the deterministic action.
+    observation = seen[:1]
+    expected = agent.env_actions(agent.actor(agent.normalized(observation)).numpy())
+    np.testing.assert_allclose(agent.act(observation, deterministic=True), expected, rtol=1e-4, atol=1e-5)
+    count = stats.count
+    agent.evaluate(2)
+    assert stats.count == count  # frozen outside training
+
+    agent.save_models()
+    other = DDPG.from_env('Pendulum-v1', normalize_observations=True, quiet=True)
+    other.load_weights(paths)
+    np.testing.assert_array_equal(other.observation_stats.mean, stats.mean)
+    np.testing.assert_array_equal(other.observation_stats.var, stats.var)
+    np.testing.assert_allclose(other.act(observation, deterministic=True), expected, rtol=1e-4, atol=1e-5)
+    plain = DDPG.from_env('Pendulum-v1', quiet=True, checkpoints=[str(tmp_path / f'p{i}.tf') for i in range(4)])
+    plain.save_models()
+    with pytest.raises(ValueError, match='expected observation statistics in the actor weights file'):
+        other.load_weights([str(tmp_path / f'p{i}.tf') for i in range(4)])
+
+
+def test_observation_normalization_needs_vector_observations():
+    from xagents import DQN
+
+    with pytest.raises(ValueError, match=r'normalize_observations expected vector observations, got shape \(84, 84, 4\)'):
+        DQN.from_env('PongNoFrameskip-v4', normalize_observations=True, buffer_max_size=1000,
+                     buffer_initial_size=100, buffer_batch_size=32, quiet=True)
+
+
+def test_no_update_before_update_after_steps():
+    from xagents import SAC
+
+    agent = SAC.from_env('Pendulum-v1', seed=0, buffer_initial_size=64, buffer_batch_size=32, update_every=50,
+                         gradient_steps=5, update_after=300, quiet=True)
+    agent.fit(max_steps=250)  # the buffer is full enough from step 64, but updates wait for step 300
+    assert agent.steps == 250 and int(agent.gradient_updates) == 0
+    agent.fit(max_steps=300)
+    assert int(agent.gradient_updates) == 5

@@ -14,9 +14,12 @@ import tensorflow as tf
 from xagents.utils.atomic import atomic_write
 
 
-def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None, **counters: int) -> None:
-    """Save ``model``'s weights, ``optimizer``'s variables (if any) and integer counters."""
+def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
+                    extras: dict[str, np.ndarray] | None = None, **counters: int) -> None:
+    """Save ``model``'s weights, ``optimizer``'s variables (if any), named ``extras`` arrays (such
+    as observation statistics) and integer counters."""
     arrays = {f'model/{i}': weight.numpy() for i, weight in enumerate(model.weights)}
+    arrays.update({f'extra/{name}': np.asarray(value) for name, value in (extras or {}).items()})
     if optimizer is not None:
         arrays.update({f'optimizer/{i}': v.numpy() for i, v in enumerate(optimizer.variables)})
     arrays.update({f'counter/{name}': np.asarray(value) for name, value in counters.items()})
@@ -24,8 +27,8 @@ def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None, **counters
         np.savez(file, **arrays)
 
 
-def load_checkpoint(path: str, model: tf.keras.Model, optimizer=None) -> dict[str, int]:
-    """Restore what :func:`save_checkpoint` wrote into ``model`` (and ``optimizer``); return counters.
+def load_checkpoint(path: str, model: tf.keras.Model, optimizer=None) -> dict[str, np.ndarray]:
+    """Restore what :func:`save_checkpoint` wrote into ``model`` (and ``optimizer``); return extras.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -43,7 +46,7 @@ def load_checkpoint(path: str, model: tf.keras.Model, optimizer=None) -> dict[st
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
         _assign(path, 'optimizer', optimizer.variables, arrays)
-    return {key.split('/', 1)[1]: int(value) for key, value in arrays.items() if key.startswith('counter/')}
+    return {key.split('/', 1)[1]: value for key, value in arrays.items() if key.startswith('extra/')}
 
 
 def _assign(path: str, prefix: str, variables, arrays: dict[str, np.ndarray]) -> None:
