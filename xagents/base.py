@@ -275,34 +275,13 @@ class BaseAgent:
 
             redirect = logging_redirect_tqdm()  # log lines above the bar, not through it
         try:
-            redirect.__enter__()
-            while True:
-                steps_before = self.steps
-                self.last_metrics = self.train_once()
-                if self.lr_decay_steps:
-                    self.update_learning_rates()
-                if progress:
-                    progress.update(self.steps - steps_before)
-                if self.eval_frequency and self.steps >= self.next_eval:
-                    self.next_eval += self.eval_frequency
-                    self.eval_reward = self.evaluate(self.eval_episodes)
-                    for sink in self.sinks:
-                        sink.write({'eval_reward': self.eval_reward}, self.steps)
-                    if not self.quiet:
-                        logger.info('steps %d  eval reward %.2f (%d deterministic episodes)',
-                                    self.steps, self.eval_reward, self.eval_episodes)
-                if self.mean_reward > self.best_reward:
-                    self.best_reward = self.mean_reward
-                    self.improved = True
-                    if self.checkpoints:
-                        self.save_models()
-                reason = self._stop_reason()
-                if reason:
-                    break
+            with redirect:
+                reason = None
+                while not reason:
+                    reason = self._train_round(progress)
         finally:
             if progress:
                 progress.close()
-            redirect.__exit__(None, None, None)
             self.history.flush()
             self._log_progress()
             for sink in self.sinks:
@@ -310,6 +289,29 @@ class BaseAgent:
             self.time_offset += time.perf_counter() - self.start_time
         logger.info(reason)
         return self.history
+
+    def _train_round(self, progress) -> str | None:
+        """Train once, then schedule, evaluate and checkpoint; return why training stops, if it does."""
+        steps_before = self.steps
+        self.last_metrics = self.train_once()
+        if self.lr_decay_steps:
+            self.update_learning_rates()
+        if progress:
+            progress.update(self.steps - steps_before)
+        if self.eval_frequency and self.steps >= self.next_eval:
+            self.next_eval += self.eval_frequency
+            self.eval_reward = self.evaluate(self.eval_episodes)
+            for sink in self.sinks:
+                sink.write({'eval_reward': self.eval_reward}, self.steps)
+            if not self.quiet:
+                logger.info('steps %d  eval reward %.2f (%d deterministic episodes)',
+                            self.steps, self.eval_reward, self.eval_episodes)
+        if self.mean_reward > self.best_reward:
+            self.best_reward = self.mean_reward
+            self.improved = True
+            if self.checkpoints:
+                self.save_models()
+        return self._stop_reason()
 
     def config(self) -> dict:
         """Hyperparameters worth recording with a run."""
