@@ -9,9 +9,8 @@ import os
 import sys
 
 import xagents
-from xagents.utils.cli import ArgumentParser, Flag, constructors, fail, flags_of
+from xagents.utils.cli import AGENTS, ArgumentParser, Flag, agent_class, constructors, fail, flags_of
 
-AGENTS = ('a2c', 'ppo', 'trpo', 'acer', 'dqn', 'ddpg', 'td3', 'sac')
 COMMANDS = {
     'train': 'train an agent on an environment',
     'play': 'play one episode with trained weights (screen, mp4, jpg frames)',
@@ -28,11 +27,6 @@ def usage() -> str:
     lines += ['', f'agents: {" ".join(AGENTS)}', '',
               'xagents <command> lists its flags; xagents <command> <agent> lists all that apply.']
     return '\n'.join(lines)
-
-
-def agent_class(name: str) -> type:
-    module = importlib.import_module(f'xagents.{name}')
-    return getattr(module, name.upper())
 
 
 def env_flags() -> list[Flag]:

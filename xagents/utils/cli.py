@@ -13,6 +13,8 @@ import re
 import sys
 from typing import Any, Callable, Iterable
 
+import xagents
+
 SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs'}
 
 
@@ -100,6 +102,17 @@ def constructors(agent_class: type, stop: type) -> list[Callable]:
     """``__init__`` of ``agent_class`` and its bases down to (excluding) ``stop``, most derived first."""
     return [klass.__init__ for klass in agent_class.__mro__
             if issubclass(klass, stop) and klass is not stop and '__init__' in vars(klass)]
+
+
+AGENTS = tuple(name.lower() for name in xagents._AGENTS)  # command-line names: a2c, ppo, ...
+
+
+def agent_class(agent: str) -> type:
+    """The agent class of a command-line name (``ppo`` -> ``xagents.PPO``), imported on demand."""
+    if agent.upper() not in xagents._AGENTS:
+        names = ', '.join(sorted(name.lower() for name in xagents._AGENTS))
+        raise ValueError(f'expected an agent ({names}), got {agent!r}')
+    return getattr(xagents, agent.upper())
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -58,9 +58,8 @@ from optuna.storages import JournalStorage, RDBStorage, fail_stale_trials
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-import xagents
 from xagents.base import BaseAgent
-from xagents.utils.cli import Flag, constructors, flags_of
+from xagents.utils.cli import Flag, agent_class, constructors, flags_of
 from xagents.utils.envs import create_envs, env_spec
 
 logger = logging.getLogger(__name__)
@@ -84,14 +83,6 @@ _BOOLS = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0'
 
 
 # ------------------------------------------------------------------------------ search space
-def agent_class(agent: str) -> type:
-    """The agent class of a command-line name (``ppo`` -> ``xagents.PPO``)."""
-    if agent.upper() not in xagents._AGENTS:
-        names = ', '.join(sorted(name.lower() for name in xagents._AGENTS))
-        raise ValueError(f'expected an agent ({names}), got {agent!r}')
-    return getattr(xagents, agent.upper())
-
-
 def hyperparameter_flags(agent: str) -> dict[str, Flag]:
     """Flags of every constructor and env parameter a search can set, by parameter name."""
     functions = constructors(agent_class(agent), BaseAgent) + [BaseAgent.__init__, create_envs]
