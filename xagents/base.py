@@ -530,7 +530,7 @@ class OnPolicy(BaseAgent):
             model.log_std = model.add_weight(shape=(self.distribution.dim,), initializer='zeros',
                                              name='log_std')
         self.numpy_forward = NumpyForward(model) if NumpyForward.supports(model) else None
-        self.graph_forward = tf.function(model)
+        self.graph_forward = tf.function(model, reduce_retracing=True)  # batch sizes vary: envs, finals, play
         self.on_weights_changed()
         return model
 
@@ -782,7 +782,7 @@ class OffPolicy(BaseAgent):
             forward = NumpyForward(model)
             self.numpy_forwards.append(forward)
             return forward
-        graph = tf.function(model)
+        graph = tf.function(model, reduce_retracing=True)
         return lambda observations: [output.numpy() for output in tf.nest.flatten(graph(observations))]
 
     def on_weights_changed(self) -> None:

@@ -96,7 +96,8 @@ class TRPO(OnPolicy):
         numpy_ready = NumpyForward.supports(self.actor) and NumpyForward.supports(self.critic)
         self.numpy_forwards = (NumpyForward(self.actor), NumpyForward(self.critic)) if numpy_ready else None
         self.graph_forward = tf.function(lambda observations: (self.actor(observations),
-                                                               self.critic(observations)))
+                                                               self.critic(observations)),
+                                         reduce_retracing=True)
         self.on_weights_changed()
 
     # ----------------------------------------------------------------------------- acting

@@ -273,9 +273,9 @@ class NumpyForward:
         self.branches = [[params(layer) for layer in branch] for branch in self.graph.branches]
 
     def __call__(self, observations: np.ndarray) -> list[np.ndarray]:
-        x = observations.astype(np.float32)
+        x = np.asarray(observations, np.float32)  # no copy for float32 input
         if self.scale:
-            x *= self.scale
+            x = x * self.scale
         for kernel, bias, activation in self.trunk:
             x = activation(x @ kernel + bias)
         results = []
