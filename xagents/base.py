@@ -525,14 +525,18 @@ class OnPolicy(BaseAgent):
 
     def build_actor_critic(self, model) -> tf.keras.Model:
         """Build the actor-critic model and, for Box actions, its learned ``log_std``."""
-        model = self.build('model', model, self.policy_outputs())
-        if isinstance(self.distribution, DiagGaussian) and not hasattr(model, 'log_std'):
-            model.log_std = model.add_weight(shape=(self.distribution.dim,), initializer='zeros',
-                                             name='log_std')
+        model = self.with_log_std(self.build('model', model, self.policy_outputs()))
         self.numpy_forward = NumpyForward(model) if NumpyForward.supports(model) else None
         self.graph_forward = tf.function(model, reduce_retracing=True)  # batch sizes vary: envs, finals, play
         self.on_weights_changed()
         return model
+
+    def with_log_std(self, policy: tf.keras.Model) -> tf.keras.Model:
+        """For Box actions, give ``policy`` a learned state-independent ``log_std`` (saved with it)."""
+        if isinstance(self.distribution, DiagGaussian) and not hasattr(policy, 'log_std'):
+            policy.log_std = policy.add_weight(shape=(self.distribution.dim,), initializer='zeros',
+                                               name='log_std')
+        return policy
 
     def on_weights_changed(self) -> None:
         if getattr(self, 'numpy_forward', None):

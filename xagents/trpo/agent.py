@@ -87,11 +87,10 @@ class TRPO(OnPolicy):
         self.normalize_advantages = normalize_advantages
         self.minibatch_size = batch // mini_batches
         self.gaussian = isinstance(self.distribution, DiagGaussian)
-        self.actor = self.build('actor', actor_model, [Output('policy', self.distribution.output_units())])
+        self.actor = self.with_log_std(
+            self.build('actor', actor_model, [Output('policy', self.distribution.output_units())])
+        )
         self.critic = self.build('critic', critic_model, [Output('value', 1)])
-        if self.gaussian and not hasattr(self.actor, 'log_std'):
-            self.actor.log_std = self.actor.add_weight(shape=(self.distribution.dim,),
-                                                       initializer='zeros', name='log_std')
         self.critic_optimizer = self.make_optimizer('critic')
         numpy_ready = NumpyForward.supports(self.actor) and NumpyForward.supports(self.critic)
         self.numpy_forwards = (NumpyForward(self.actor), NumpyForward(self.critic)) if numpy_ready else None
