@@ -2,7 +2,7 @@
 
 Prints figures, asserts nothing::
 
-    python benchmarks/buffer_memory.py [--capacity 100000] [--n-envs 8]
+    python benchmarks/buffer_memory.py [--capacity 100000] [--n-envs 8] [--segments 2500]
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer, SegmentBuffer
 
 OBSERVATION_SPACE = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
 ACTION_SPACE = gym.spaces.Discrete(6)
@@ -77,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--capacity', type=int, default=100_000)
     parser.add_argument('--n-envs', type=int, default=8)
+    parser.add_argument('--segments', type=int, default=2500, help="ACER's buffer_size (its Atari preset)")
     args = parser.parse_args()
 
     print('bytes per transition, 84x84x4 uint8 observations, frame storage '
@@ -110,6 +111,14 @@ def main() -> None:
             rate = sample_rate(buffer, batch_size)
             print(f'  sample: {rate:>10,.0f} transitions/s at batch {batch_size} '
                   f'({batch_size / rate * 1e6:.0f} us per batch)')
+        del buffer
+
+    print(f"\nACER's segment buffer, {args.segments:,} segments of 20 steps x {args.n_envs} envs "
+          f'({args.segments * 20:,} frames per env, as Baselines):')
+    for axis, label in ((-1, 'frames'), (None, 'whole stacks')):
+        buffer = SegmentBuffer(args.segments, 20, args.n_envs, OBSERVATION_SPACE, ACTION_SPACE, frame_stack_axis=axis)
+        steps = args.segments * 20 * args.n_envs
+        print(f'  {label:12s}: {buffer.nbytes / 2 ** 30:6.2f} GiB, {buffer.nbytes / steps:8.1f} B per env step')
         del buffer
 
 

@@ -423,11 +423,13 @@ def test_bad_constructor_arguments_raise_value_error(build, message):
 def test_bad_add_and_sample_arguments_raise_value_error():
     buffer = counting_buffer(PrioritizedReplayBuffer)
     drive(make_envs((None, 100), (None, 100)), buffer, 2)
-    with pytest.raises(ValueError,
-                       match=r'expected batch_size between 1 and len\(buffer\) = 4, got 5'):
-        buffer.sample(5)
-    with pytest.raises(ValueError, match='expected batch_size'):
+    assert len(buffer.sample(5).rewards) == 5  # with replacement: more than the 4 stored
+    with pytest.raises(ValueError, match='expected batch_size >= 1, got 0'):
         buffer.sample(0)
+    with pytest.raises(ValueError, match='expected batches >= 1, got 0'):
+        buffer.sample(4, 0)
+    with pytest.raises(ValueError, match='expected a transition to sample, got an empty buffer'):
+        counting_buffer().sample(1)
     with pytest.raises(ValueError, match=r'expected observations of shape \(2, 3\), got \(3,\)'):
         buffer.add(np.zeros(3), np.zeros(2), np.zeros(2), np.zeros((2, 3)), np.zeros(2),
                    np.zeros(2))

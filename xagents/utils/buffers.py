@@ -308,18 +308,20 @@ class ReplayBuffer:
         self._size += n - overwritten
         self.steps += n
 
-    def sample(self, batch_size: int) -> ReplayBatch:
+    def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
         """Sample transitions uniformly, with replacement, among the sampleable ones.
 
         Args:
-            batch_size: Number of transitions, at most ``len(self)``.
+            batch_size: Transitions per minibatch.
+            batches: Minibatches drawn at once (an agent's gradient steps of one update).
 
         Returns:
-            A ``ReplayBatch`` with weights of ones.
+            A ``ReplayBatch`` of ``batches * batch_size`` transitions, minibatch after minibatch,
+            with weights of ones.
         """
-        self._check_batch_size(batch_size)
-        indices = self._accept(self._uniform_indices, batch_size)
-        return self._batch(indices, np.ones(batch_size, np.float32))
+        self._check_batch_size(batch_size, batches)
+        indices = self._accept(self._uniform_indices, batch_size * batches)
+        return self._batch(indices, np.ones(batch_size * batches, np.float32))
 
     def _check_array(self, name: str, value: np.ndarray, shape: tuple) -> np.ndarray:
         value = np.asarray(value)
@@ -327,10 +329,12 @@ class ReplayBuffer:
             raise ValueError(f'expected {name} of shape {shape}, got {value.shape}')
         return value
 
-    def _check_batch_size(self, batch_size: int) -> None:
-        if not isinstance(batch_size, (int, np.integer)) or not 1 <= batch_size <= len(self):
-            raise ValueError(
-                f'expected batch_size between 1 and len(buffer) = {len(self)}, got {batch_size!r}')
+    def _check_batch_size(self, batch_size: int, batches: int) -> None:
+        for name, value in (('batch_size', batch_size), ('batches', batches)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f'expected {name} >= 1, got {value!r}')
+        if not len(self):
+            raise ValueError('expected a transition to sample, got an empty buffer')
 
     def _uniform_indices(self, count: int) -> np.ndarray:
         """Slot indices ``row * n_envs + env`` drawn uniformly among the slots written so far."""
@@ -559,23 +563,29 @@ class PrioritizedReplayBuffer(ReplayBuffer):
                          np.concatenate([np.zeros(len(written)),
                                          np.full(len(fresh), self.max_priority ** self.alpha)]))
 
-    def sample(self, batch_size: int) -> ReplayBatch:
-        """Sample transitions in proportion to their priority (stratified over the batch).
+    def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
+        """Sample transitions in proportion to their priority, each minibatch stratified.
+
+        Every minibatch is a stratified sample of the whole buffer: its ``batch_size`` draws
+        fall one in each of ``batch_size`` equal parts of the priority mass, as in the paper.
 
         Args:
-            batch_size: Number of transitions, at most ``len(self)``.
+            batch_size: Transitions per minibatch.
+            batches: Minibatches drawn at once (an agent's gradient steps of one update).
 
         Returns:
-            A ``ReplayBatch`` with importance weights and the slot ``indices`` to update.
+            A ``ReplayBatch`` of ``batches * batch_size`` transitions, minibatch after minibatch,
+            with importance weights (normalised by each minibatch's largest) and the slot
+            ``indices`` to update.
         """
-        self._check_batch_size(batch_size)
+        self._check_batch_size(batch_size, batches)
         if self.tree.total <= 0:
             raise ValueError(
                 f'expected at least one sampleable transition (complete {self.n_steps}-step '
                 f'window), got none among {len(self)} stored: add more steps before sampling')
         total = self.tree.total
-        strata = (np.arange(batch_size) + self.rng.random(batch_size)) * (total / batch_size)
-        indices = self.tree.find(strata)
+        strata = (np.arange(batch_size) + self.rng.random((batches, batch_size))) * (total / batch_size)
+        indices = self.tree.find(strata.ravel())
         bad = ~self._sampleable(indices)
         for _ in range(_MAX_REDRAWS):
             if not bad.any():
@@ -590,8 +600,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         else:
             raise RuntimeError('prioritised sampling kept drawing unsampleable slots')
         probabilities = self.tree[indices] / total
-        weights = probabilities ** -self.beta
-        return self._batch(indices, weights / weights.max())
+        weights = (probabilities ** -self.beta).reshape(batches, batch_size)
+        return self._batch(indices, (weights / weights.max(axis=1, keepdims=True)).ravel())
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Set the priorities of sampled transitions to ``|td_errors| + epsilon``.
@@ -647,10 +657,17 @@ class SegmentBuffer:
     the oldest when full. ``sample`` draws, for each env column, the segment it comes from
     independently, so a batch mixes envs and times (as OpenAI Baselines' ACER buffer does) while
     keeping the ``(n_steps, n_envs)`` shape an agent's graph was traced for.
+
+    Frame stacks (``frame_stack_axis`` set) are stored as frames, as Baselines' ACER buffer does:
+    a segment keeps its first observation's stack and the newest frame of every later one,
+    ``n_steps + stack_size`` frames per env instead of ``(n_steps + 1) * stack_size``. A stack is
+    rebuilt from the frames before it, back to its episode's first observation, whose frame
+    ``FrameStackObservation`` repeats (``padding_type='reset'``).
     """
 
     def __init__(self, capacity: int, n_steps: int, n_envs: int, observation_space: gym.Space,
-                 action_space: gym.spaces.Discrete, seed: int | None = None) -> None:
+                 action_space: gym.spaces.Discrete, seed: int | None = None,
+                 frame_stack_axis: int | None = None) -> None:
         """Allocate the storage.
 
         Args:
@@ -660,6 +677,8 @@ class SegmentBuffer:
             observation_space: The single env's observation space.
             action_space: The single env's Discrete action space.
             seed: Seed of the sampling generator.
+            frame_stack_axis: None to store observations whole; the stacking axis of frame-stack
+                observations (-1 for channels-last Atari stacks) to store each frame once.
         """
         _check_space(observation_space, 'an observation space')
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -668,10 +687,26 @@ class SegmentBuffer:
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f'expected {name} >= 1, got {value!r}')
         self.capacity, self.n_steps, self.n_envs = capacity, n_steps, n_envs
+        self.observation_shape = observation_space.shape
         self.rng = np.random.default_rng(seed)
         shape = (capacity, n_steps, n_envs)
-        self.observations = np.zeros((capacity, n_steps + 1, n_envs) + observation_space.shape,
-                                     observation_space.dtype)
+        if frame_stack_axis is None:
+            self.stack_axis = None
+            self.observations = np.zeros((capacity, n_steps + 1, n_envs) + observation_space.shape,
+                                         observation_space.dtype)
+        else:
+            ndim = len(observation_space.shape)
+            if not -ndim <= frame_stack_axis < ndim or ndim < 2:
+                raise ValueError(
+                    f'expected frame_stack_axis in [-{ndim}, {ndim}) of observations with at least '
+                    f'2 dimensions, got {frame_stack_axis!r} for shape {observation_space.shape}')
+            self.stack_axis = frame_stack_axis % ndim
+            self.stack_size = observation_space.shape[self.stack_axis]
+            frame_shape = tuple(np.delete(observation_space.shape, self.stack_axis))
+            # (capacity, stack_size - 1 + n_steps + 1, n_envs, *frame): the first stack's older
+            # frames, then the newest frame of each of the n_steps + 1 observations.
+            self.observations = np.zeros((capacity, self.stack_size + n_steps, n_envs) + frame_shape,
+                                         observation_space.dtype)
         self.actions = np.zeros(shape + action_space.shape, action_space.dtype)
         self.rewards = np.zeros(shape, np.float32)
         self.dones = np.zeros(shape, np.float32)
@@ -690,10 +725,19 @@ class SegmentBuffer:
 
     def add(self, segment: TrajectorySegment) -> None:
         """Store a segment, overwriting the oldest one when the buffer is full."""
-        for name, array, value in zip(TrajectorySegment._fields, self._arrays, segment):
+        expected = (self.n_steps + 1, self.n_envs) + self.observation_shape
+        if np.shape(segment.observations) != expected:
+            raise ValueError(f'expected observations of shape {expected}, got {np.shape(segment.observations)}')
+        for name, array, value in zip(TrajectorySegment._fields[1:], self._arrays[1:], segment[1:]):
             if np.shape(value) != array.shape[1:]:
                 raise ValueError(f'expected {name} of shape {array.shape[1:]}, got {np.shape(value)}')
             array[self._next] = value
+        if self.stack_axis is None:
+            self.observations[self._next] = segment.observations
+        else:
+            by_frame = np.moveaxis(segment.observations, 2 + self.stack_axis, 2)  # (T + 1, N, K, *frame)
+            self.observations[self._next, :self.stack_size] = by_frame[0].swapaxes(0, 1)
+            self.observations[self._next, self.stack_size:] = by_frame[1:, :, -1]
         self._next = (self._next + 1) % self.capacity
         self._size = min(self._size + 1, self.capacity)
 
@@ -703,5 +747,20 @@ class SegmentBuffer:
             raise ValueError('expected at least one stored segment, got an empty buffer')
         segments, envs = self.rng.integers(0, self._size, self.n_envs), np.arange(self.n_envs)
         # Indexing [segments, :, envs] puts the env axis first; swap it back behind time.
-        return TrajectorySegment(*(np.ascontiguousarray(np.swapaxes(array[segments, :, envs], 0, 1))
-                                   for array in self._arrays))
+        columns = [np.ascontiguousarray(np.swapaxes(array[segments, :, envs], 0, 1)) for array in self._arrays[1:]]
+        return TrajectorySegment(self._sample_observations(segments, envs), *columns)
+
+    def _sample_observations(self, segments: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        """``(n_steps + 1, n_envs, *observation_shape)`` observations of env ``i`` of segment ``segments[i]``."""
+        if self.stack_axis is None:
+            return np.ascontiguousarray(np.swapaxes(self.observations[segments, :, envs], 0, 1))
+        size, steps = self.stack_size, np.arange(self.n_steps + 1)
+        # Observation t is a reset (its stack repeats one frame) when the step before it ended an episode.
+        resets = np.concatenate([np.zeros((len(envs), 1), bool), self.dones[segments, :, envs] > 0], axis=1)
+        episode_start = np.maximum.accumulate(np.where(resets, steps, 0), axis=1)  # (N, T + 1)
+        floor = np.where(episode_start > 0, size - 1 + episode_start, 0)
+        # Frame k (oldest first) of observation t sits at t + k, not before its episode's first frame.
+        positions = np.maximum(steps[None, :, None] + np.arange(size), floor[:, :, None])  # (N, T + 1, K)
+        frames = self.observations[segments[:, None, None], positions, envs[:, None, None]]  # (N, T + 1, K, *frame)
+        stacks = np.moveaxis(frames, 2, 2 + self.stack_axis)
+        return np.ascontiguousarray(np.swapaxes(stacks, 0, 1))
