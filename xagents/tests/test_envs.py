@@ -1,9 +1,10 @@
 """Environment creation: vectorising, seeding, Atari preprocessing, same-step autoreset."""
 import gymnasium as gym
 import numpy as np
+import pandas as pd
 import pytest
 
-from xagents.utils.envs import AUTORESET_MODE, create_envs, is_atari
+from xagents.utils.envs import AUTORESET_MODE, create_envs, is_atari, make_env, needs_fire
 
 
 def test_vector_env_uses_same_step_autoreset_and_seeds():
@@ -61,6 +62,91 @@ def test_unknown_env_id(env_id, message):
     assert str(error.value) == message or str(error.value).startswith(message)
 
 
-def test_preprocess_refuses_non_image_env():
-    with pytest.raises(ValueError, match='--preprocess expects an image environment'):
+def test_preprocess_refuses_non_atari_env():
+    with pytest.raises(ValueError, match='--preprocess expects an Atari environment, got CartPole-v1'):
         create_envs('CartPole-v1', preprocess=True).reset()
+
+
+# ------------------------------------------------------------- Atari as DeepMind trained
+def play_randomly(envs, steps: int, actions=None, seed: int = 0):
+    """Step ``envs`` with random (or given) actions; return learner rewards, learner ends and game scores."""
+    from xagents.utils.envs import EpisodeScores
+
+    rng = np.random.default_rng(seed)
+    envs.reset(seed=seed)
+    scores, rewards, ends, games = EpisodeScores(envs), [], 0, []
+    for _ in range(steps):
+        chosen = rng.integers(0, envs.single_action_space.n, envs.num_envs) if actions is None else actions
+        _, reward, terminated, truncated, info = envs.step(chosen)
+        rewards.append(reward)
+        ends += int((terminated | truncated).sum())
+        games.extend(scores.update(reward, terminated | truncated, info)[1])
+    return np.concatenate(rewards), ends, games
+
+
+def test_a_lost_life_ends_the_learners_episode_but_not_the_game():
+    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0)
+    _, ends, games = play_randomly(envs, 1500)
+    assert len(games) >= 4 and ends >= 5 * len(games)  # 5 lives a game
+    assert ends <= 5 * (len(games) + 2)  # and nothing else ends one
+    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0, terminal_on_life_loss=False)
+    _, ends, games = play_randomly(envs, 1500)
+    assert len(games) >= 4 and ends == len(games)
+
+
+def test_fire_reset_launches_the_ball_only_where_the_game_needs_it():
+    # Breakout waits for FIRE after every (re)start: doing nothing loses no life unless the wrapper fires.
+    noop = np.zeros(1, np.int64)
+    _, ends, _ = play_randomly(create_envs('BreakoutNoFrameskip-v4', seed=0), 400, noop)
+    assert ends >= 3
+    _, ends, _ = play_randomly(create_envs('BreakoutNoFrameskip-v4', seed=0, fire_reset=False), 400, noop)
+    assert ends == 0
+    assert not needs_fire(gym.make('FreewayNoFrameskip-v4'))  # NOOP, UP, DOWN: no FIRE wrapper
+    assert needs_fire(gym.make('PongNoFrameskip-v4'))
+
+
+class RawScore(gym.Wrapper):
+    """Sums the raw env's rewards per game: an oracle beside the one ``make_env`` reports."""
+
+    def reset(self, **kwargs):
+        self.total = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self.total += reward
+        return observation, reward, terminated, truncated, info
+
+
+def test_learner_rewards_are_clipped_and_game_scores_are_not():
+    raw = []
+    env = make_env('SpaceInvadersNoFrameskip-v4', raw_wrapper=lambda e: raw.append(RawScore(e)) or raw[-1])
+    env.reset(seed=0)
+    rng, learner, ends = np.random.default_rng(0), [], 0
+    while True:
+        _, reward, terminated, truncated, info = env.step(int(rng.integers(6)))
+        learner.append(reward)
+        if 'episode' in info:
+            break
+        if terminated or truncated:  # a life lost: the learner's episode restarts, the game goes on
+            ends += 1
+            env.reset()
+    assert set(np.unique(learner)) <= {-1.0, 0.0, 1.0}
+    assert ends == 2  # three lives
+    assert info['episode']['r'] == raw[0].total > sum(learner) > 0  # aliens are worth 5 to 30 points
+    unclipped = make_env('SpaceInvadersNoFrameskip-v4', clip_rewards=False)
+    unclipped.reset(seed=0)
+    rewards = [unclipped.step(int(rng.integers(6)))[1] for _ in range(300)]
+    assert max(rewards) >= 5
+
+
+def test_agents_report_whole_games_with_unclipped_scores(workdir):
+    from xagents import DQN
+
+    agent = DQN.from_env('SpaceInvadersNoFrameskip-v4', seed=0, n_envs=2, buffer_max_size=4000,
+                         buffer_initial_size=4000, history_checkpoint='h.parquet', quiet=True)
+    agent.fit(max_steps=4000)  # the random warm-up: no network runs
+    history = pd.read_parquet('h.parquet')
+    assert len(history) >= 2 and (history['episode_reward'] % 5 == 0).all()
+    assert history['episode_reward'].max() > 50
+    assert np.abs(agent.buffer.sample(1000).rewards).max() == 1.0  # what the learner sees

@@ -4,15 +4,23 @@ Every vector env made here uses Gymnasium's ``SAME_STEP`` autoreset: a step that
 episode returns the next episode's reset observation and puts the true final observation in
 ``info["final_obs"]``. No reset transition ever reaches a rollout or a replay buffer, and the
 final observation of a time-limit truncation is available to bootstrap from.
+
+Every env is scored below all of its wrappers (Gymnasium's ``RecordEpisodeStatistics`` sits right
+on the raw env), so the returns that histories, progress lines and evaluations report are whole
+games with the game's own rewards, whatever the learner sees (clipped rewards, a terminal state
+per lost life).
 """
 from __future__ import annotations
 
 import functools
+import inspect
+from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
+NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0))
 
 
 def _register_atari() -> None:
@@ -53,36 +61,110 @@ class ChannelsLast(gym.ObservationWrapper):
         return np.moveaxis(observation, 0, -1)
 
 
+class EpisodicLife(gym.Wrapper):
+    """A lost life ends the learner's episode; the game itself restarts only when it is over.
+
+    DeepMind's Atari training signal (Mnih et al. 2015; Baselines' and Stable-Baselines3's
+    ``EpisodicLifeEnv``): the step that loses a life returns ``terminated``, so no value is
+    bootstrapped across it, and the ``reset`` that follows plays one no-op instead of restarting
+    the game. (Gymnasium's ``terminal_on_life_loss`` restarts the whole game at every life.)
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = terminated or truncated
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return observation, reward, terminated, truncated, info
+
+    def reset(self, **kwargs):
+        if self.game_over:
+            observation, info = self.env.reset(**kwargs)
+        else:
+            observation, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                observation, info = self.env.reset(**kwargs)
+        self.game_over = False
+        self.lives = self.env.unwrapped.ale.lives()
+        return observation, info
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE (then action 2) after every reset, for games that wait for it (Baselines' ``FireResetEnv``)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        if not needs_fire(env):
+            raise ValueError(f'FireReset expects a game whose action 1 is FIRE, got {env.unwrapped.spec.id}')
+
+    def reset(self, **kwargs):
+        observation, info = self.env.reset(**kwargs)
+        for action in (1, 2):
+            observation, _, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                observation, info = self.env.reset(**kwargs)
+        return observation, info
+
+
+def needs_fire(env: gym.Env) -> bool:
+    """Whether an Atari game's action 1 is FIRE (games that wait for it after a reset)."""
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == 'FIRE'
+
+
 def make_env(
     env_id: str,
     preprocess: bool | None = None,
     max_frame: bool = True,
+    clip_rewards: bool | None = None,
+    terminal_on_life_loss: bool | None = None,
+    fire_reset: bool | None = None,
     frame_stack: int = 4,
     render_mode: str | None = None,
+    raw_wrapper: Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.Env:
     """Make one environment, with Atari preprocessing when asked (by default for ALE ids).
 
-    Preprocessing: up to 30 no-op actions on reset, skip 4 frames (max-pooling the last two
-    when ``max_frame``), 84x84 grayscale, ``frame_stack`` frames stacked channels-last, uint8.
+    Atari preprocessing as DeepMind trained (Baselines' ``wrap_deepmind``, SB3's ``AtariWrapper``):
+    up to 30 no-op actions on reset, skip 4 frames (max-pooling the last two when
+    ``max_frame``), 84x84 grayscale, a terminal state per lost life, FIRE after a reset, rewards
+    clipped to their sign, ``frame_stack`` frames stacked channels-last, uint8. The last three
+    (before stacking) default to on with preprocessing and can each be turned off.
+
+    ``raw_wrapper`` wraps the raw env below everything else (``play`` records whole games there).
     """
     env_spec(env_id)
     preprocess = is_atari(env_id) if preprocess is None else preprocess
-    if not preprocess:
-        return gym.make(env_id, render_mode=render_mode, disable_env_checker=True)
     kwargs = {'render_mode': render_mode, 'disable_env_checker': True}
-    if is_atari(env_id):
+    if preprocess and is_atari(env_id):
         # Frame skipping belongs to the wrapper (which max-pools); with max_frame off the emulator
         # skips frames itself and returns the last one, as ALE v5 ids do.
         kwargs['frameskip'] = 1 if max_frame else 4
     env = gym.make(env_id, **kwargs)
-    if len(env.observation_space.shape) != 3:
+    if raw_wrapper is not None:
+        env = raw_wrapper(env)
+    env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change
+    if not preprocess:
+        return env
+    if len(env.observation_space.shape) != 3 or not is_atari(env_id):
         raise ValueError(
-            f'--preprocess expects an image environment, got {env_id} with observations of '
+            f'--preprocess expects an Atari environment, got {env_id} with observations of '
             f'shape {env.observation_space.shape}'
         )
-    env = gym.wrappers.AtariPreprocessing(
-        env, noop_max=30, frame_skip=4 if max_frame else 1, screen_size=84
-    )
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4 if max_frame else 1, screen_size=84)
+    if terminal_on_life_loss is not False:
+        env = EpisodicLife(env)
+    if fire_reset is not False and needs_fire(env):
+        env = FireReset(env)
+    if clip_rewards is not False:
+        env = gym.wrappers.TransformReward(env, np.sign)
     return ChannelsLast(gym.wrappers.FrameStackObservation(env, frame_stack))
 
 
@@ -92,6 +174,9 @@ def create_envs(
     seed: int | None = None,
     preprocess: bool | None = None,
     max_frame: bool = True,
+    clip_rewards: bool | None = None,
+    terminal_on_life_loss: bool | None = None,
+    fire_reset: bool | None = None,
     async_envs: bool = False,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of ``env_id`` as one Gymnasium vector env.
@@ -102,16 +187,72 @@ def create_envs(
         seed: Seeds env ``i`` with ``seed + i`` on the first reset, and the action space.
         preprocess: Atari preprocessing (default: on for ALE ids, off for others).
         max_frame: Max-pool the last two of the skipped frames while preprocessing.
+        clip_rewards: With preprocessing, the learner sees rewards clipped to their sign (default: on);
+            reported scores stay the game's.
+        terminal_on_life_loss: With preprocessing, a lost life ends the learner's episode (default: on);
+            reported episodes stay whole games.
+        fire_reset: With preprocessing, press FIRE after each reset in games that need it (default: on).
         async_envs: Step the envs in subprocesses (worth it for heavy envs such as Atari).
     """
     if n_envs < 1:
         raise ValueError(f'expected n_envs >= 1, got {n_envs}')
     env_spec(env_id)
-    make = functools.partial(make_env, env_id, preprocess, max_frame)
+    settings = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame,
+                'clip_rewards': clip_rewards, 'terminal_on_life_loss': terminal_on_life_loss,
+                'fire_reset': fire_reset}
+    make = functools.partial(make_env, **settings)
     vector_class = gym.vector.AsyncVectorEnv if async_envs else gym.vector.SyncVectorEnv
     envs = vector_class([make] * n_envs, autoreset_mode=AUTORESET_MODE)
     # Enough to make more envs like these (deterministic evaluation, play).
-    envs.metadata['xagents'] = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame}
+    envs.metadata['xagents'] = settings
     if seed is not None:
         envs.action_space.seed(seed)
     return envs
+
+
+ENV_PARAMETERS = tuple(name for name in inspect.signature(create_envs).parameters if name not in ('env_id', 'seed'))
+
+
+def env_settings(envs: gym.vector.VectorEnv) -> dict | None:
+    """The ``make_env`` arguments of envs made by :func:`create_envs` (None for other vector envs)."""
+    return envs.metadata.get('xagents')
+
+
+def frame_stacked(envs: gym.vector.VectorEnv) -> bool:
+    """Whether observations are preprocessed Atari frame stacks (replay stores them one frame each)."""
+    settings = env_settings(envs) or {}
+    preprocess = settings.get('preprocess')
+    if preprocess is None and 'env_id' in settings:
+        preprocess = is_atari(settings['env_id'])
+    space = envs.single_observation_space
+    return bool(preprocess) and len(space.shape) == 3 and space.dtype == np.uint8
+
+
+class EpisodeScores:
+    """The episodes a vector env finishes, each scored as its game scores it.
+
+    Envs made by :func:`create_envs` record every episode below their wrappers, so an episode is
+    a whole game with unclipped rewards (a lost life that ended the learner's episode is not
+    one). Vector envs made elsewhere are scored by summing the rewards they return until each
+    ``terminated`` or ``truncated``.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv) -> None:
+        self.recorded = env_settings(envs) is not None
+        self.returns = np.zeros(envs.num_envs)
+
+    def update(self, rewards: np.ndarray, dones: np.ndarray, info: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Take one vector step's results; return ``(envs, returns)`` of the episodes it finished."""
+        if self.recorded:
+            if not dones.any() or 'episode' not in info.get('final_info', {}):
+                return NO_EPISODES
+            final = info['final_info']
+            ended = np.flatnonzero(final['_episode'] & dones)
+            return ended, np.asarray(final['episode']['r'], np.float64)[ended]
+        self.returns += rewards
+        if not dones.any():
+            return NO_EPISODES
+        ended = np.flatnonzero(dones)
+        returns = self.returns[ended]
+        self.returns[ended] = 0
+        return ended, returns
