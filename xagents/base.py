@@ -22,17 +22,16 @@ import numpy as np
 import tensorflow as tf
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer, RolloutBuffer
+from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer
 from xagents.utils.checkpoints import load_checkpoint, save_checkpoint
 from xagents.utils.distributions import DiagGaussian, distribution_for
-from xagents.utils.envs import create_envs, is_atari
+from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, create_envs, env_settings, frame_stacked, is_atari
 from xagents.utils.history import History
 from xagents.utils.models import NumpyForward, Output, build_model
 from xagents.utils.returns import gae
 from xagents.utils.sinks import TensorBoardSink, WandbSink
 
 logger = logging.getLogger('xagents')
-ENV_PARAMETERS = ('n_envs', 'preprocess', 'max_frame', 'async_envs')
 
 
 class BaseAgent:
@@ -130,6 +129,7 @@ class BaseAgent:
         self.steps = 0
         self.games = 0
         self.best_reward = -np.inf
+        self.saved_best_reward = -np.inf  # best_reward when the checkpoints were last written
         self.mean_reward = -np.inf
         self.weights_loaded: list[str] = []
         self.training_started = False
@@ -231,8 +231,19 @@ class BaseAgent:
 
     # ---------------------------------------------------------------------------- training
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """Actions for a batch of observations, as the env expects them."""
+        """Actions for a batch of observations, as the env expects them (see :meth:`env_actions`)."""
         raise NotImplementedError
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """The agent's actions as the env takes them; the one place they are converted.
+
+        Discrete actions are indices from 0 inside every agent and shifted by the space's
+        ``start`` here; subclasses convert Box actions (clipped or scaled to the bounds).
+        """
+        space = self.envs.single_action_space
+        if isinstance(space, gym.spaces.Discrete) and space.start:
+            return actions + space.start
+        return actions
 
     def train_once(self) -> dict[str, float]:
         """Interact with the envs and update once; return loss metrics."""
@@ -286,7 +297,7 @@ class BaseAgent:
             self._log_progress()
             for sink in self.sinks:
                 sink.close()
-            self.time_offset += time.perf_counter() - self.start_time
+            self.time_offset += time.perf_counter() - self.run_start_time
         logger.info(reason)
         return self.history
 
@@ -306,11 +317,9 @@ class BaseAgent:
             if not self.quiet:
                 logger.info('steps %d  eval reward %.2f (%d deterministic episodes)',
                             self.steps, self.eval_reward, self.eval_episodes)
-        if self.mean_reward > self.best_reward:
-            self.best_reward = self.mean_reward
-            self.improved = True
-            if self.checkpoints:
-                self.save_models()
+        if self.checkpoints and self.best_reward > self.saved_best_reward:
+            self.save_models()
+            self.saved_best_reward = self.best_reward
         return self._stop_reason()
 
     def config(self) -> dict:
@@ -349,15 +358,17 @@ class BaseAgent:
             self.games = len(frame)
             self.reward_buffer.extend(frame['episode_reward'].iloc[-self.reward_buffer.maxlen:])
             self.mean_reward = float(np.mean(self.reward_buffer))
+            self.saved_best_reward = self.best_reward  # its weights are the ones loaded
         self.next_eval = self.steps + (eval_frequency or 0)
-        self.improved = False
+        self.plateau_best_reward = self.best_reward
         self.plateau_count = self.early_stop_count = 0
         self.last_log_games = self.games
         if not self.training_started:
-            self.episode_returns = np.zeros(self.n_envs)
+            self.episode_scores = EpisodeScores(self.envs)
             self.observations = self.envs.reset(seed=self.seed)[0]
         self.sinks = []
-        self.start_time, self.start_steps = time.perf_counter(), self.steps
+        # Per-run counters: never named like a hyperparameter (start_steps is one).
+        self.run_start_time, self.run_start_steps = time.perf_counter(), self.steps
 
     def _progress_bar(self, max_steps: int | None):
         if self.quiet or not sys.stderr.isatty():
@@ -367,33 +378,35 @@ class BaseAgent:
         return tqdm(total=max_steps, initial=self.steps, unit='step', leave=False, dynamic_ncols=True)
 
     def step_envs(self, actions: np.ndarray):
-        """Step every env once and record finished episodes.
+        """Send the agent's ``actions`` (see :meth:`env_actions`) to every env and record finished episodes.
 
         Returns:
             ``(next_observations, rewards, terminated, truncated, final_observations)`` where
             ``final_observations`` equals ``next_observations`` except for envs whose episode
             ended, which hold the episode's true final observation.
         """
-        next_observations, rewards, terminated, truncated, info = self.envs.step(actions)
+        next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
         self.steps += self.n_envs
-        self.episode_returns += rewards
         dones = terminated | truncated
         final_observations = next_observations
         if dones.any():
             final_observations = next_observations.copy()
             ended = np.flatnonzero(dones)
             final_observations[ended] = np.stack(info['final_obs'][ended])
-            self._record_episodes(self.episode_returns[ended])
-            self.episode_returns[ended] = 0
+        _, returns = self.episode_scores.update(rewards, dones, info)
+        if len(returns):
+            self._record_episodes(returns)
         return next_observations, rewards, terminated, truncated, final_observations
 
     def _record_episodes(self, returns: np.ndarray) -> None:
-        elapsed = self.time_offset + time.perf_counter() - self.start_time
+        """Note finished episodes. The best reward is the highest mean reward after any episode,
+        the same in the progress line, the history's ``best_reward`` column and on resume."""
+        elapsed = self.time_offset + time.perf_counter() - self.run_start_time
         for episode_return in returns:
             self.reward_buffer.append(float(episode_return))
             self.mean_reward = float(np.mean(self.reward_buffer))
-            best = max(self.best_reward, self.mean_reward)
-            self.history.append(self.mean_reward, best, float(episode_return), self.steps, elapsed)
+            self.best_reward = max(self.best_reward, self.mean_reward)
+            self.history.append(self.mean_reward, self.best_reward, float(episode_return), self.steps, elapsed)
         self.games += len(returns)
         if self.games - self.last_log_games >= self.log_frequency:
             self.last_log_games = self.games
@@ -402,11 +415,11 @@ class BaseAgent:
             self._monitor_plateau()
 
     def _log_progress(self) -> None:
-        elapsed = time.perf_counter() - self.start_time
+        elapsed = time.perf_counter() - self.run_start_time
         metrics = {
             'mean_reward': self.mean_reward, 'best_reward': self.best_reward,
             'episode_reward': self.reward_buffer[-1] if self.reward_buffer else float('nan'),
-            'games': self.games, 'steps_per_second': (self.steps - self.start_steps) / max(elapsed, 1e-9),
+            'games': self.games, 'steps_per_second': (self.steps - self.run_start_steps) / max(elapsed, 1e-9),
             **{name: float(value) for name, value in self.last_metrics.items()},
         }
         for sink in self.sinks:
@@ -419,15 +432,20 @@ class BaseAgent:
             )
 
     def _monitor_plateau(self) -> None:
-        """Reduce the learning rate on a plateau and count towards early stopping."""
+        """At a progress line: reduce the learning rate on a plateau and count towards early stopping.
+
+        One clock, progress lines: the best mean reward either rose since the previous line (the
+        counts restart) or did not (one more line on the plateau).
+        """
+        improved = self.best_reward > self.plateau_best_reward
+        self.plateau_best_reward = self.best_reward
         if (
             self.divergence_monitoring_steps is None
             or self.steps < self.divergence_monitoring_steps
             or self.early_stop_count >= self.early_stop_patience  # stopping at the end of this update
         ):
             return
-        if self.improved:
-            self.improved = False
+        if improved:
             self.plateau_count = self.early_stop_count = 0
             return
         self.plateau_count += 1
@@ -457,20 +475,21 @@ class BaseAgent:
         return None
 
     def evaluate(self, episodes: int = 5, seed: int | None = None) -> float:
-        """Mean return of ``episodes`` deterministic episodes, played at once on fresh envs."""
-        settings = self.envs.metadata.get('xagents')
+        """Mean score of ``episodes`` deterministic episodes (whole games), played at once on fresh envs."""
+        settings = env_settings(self.envs)
         if settings is None:
             raise ValueError('evaluation needs envs made by xagents.utils.envs.create_envs')
         envs = create_envs(n_envs=episodes, **settings)
         try:
             observations = envs.reset(seed=self.seed + 10_000 if seed is None and self.seed is not None else seed)[0]
-            returns, running = np.zeros(episodes), np.ones(episodes, bool)
-            while running.any():
-                observations, rewards, terminated, truncated, _ = envs.step(
+            scores, returns = EpisodeScores(envs), np.full(episodes, np.nan)
+            while np.isnan(returns).any():
+                observations, rewards, terminated, truncated, info = envs.step(
                     self.act(observations, deterministic=True)
                 )
-                returns += rewards * running
-                running &= ~(terminated | truncated)
+                ended, ended_returns = scores.update(rewards, terminated | truncated, info)
+                first = np.isnan(returns[ended])  # an env's first finished game counts
+                returns[ended[first]] = ended_returns[first]
         finally:
             envs.close()
         return float(returns.mean())
@@ -478,24 +497,31 @@ class BaseAgent:
     # ------------------------------------------------------------------------------- play
     def play(
         self,
-        env_id: str,
+        env_id: str | None = None,
         video_dir: str | None = None,
         frame_dir: str | None = None,
         frame_frequency: int = 1,
         max_steps: int | None = None,
         render: bool = False,
-        preprocess: bool | None = None,
         seed: int | None = None,
     ) -> float:
-        """Play one episode with deterministic actions; optionally show, film or photograph it.
+        """Play one game with deterministic actions; optionally show, film or photograph it.
+
+        Args:
+            env_id: Environment to play (default: the agent's), made as the agent's envs were.
+            video_dir: Write an mp4 of the game to this directory.
+            frame_dir: Write jpg frames to this directory.
+            frame_frequency: Write every this many steps' frame.
+            max_steps: Stop after this many steps.
+            render: Show the game on screen.
+            seed: Seed of the env's reset.
 
         Returns:
-            The episode's total reward.
+            The game's score.
         """
         from xagents.utils.play import play_episode
 
-        return play_episode(self, env_id, video_dir, frame_dir, frame_frequency, max_steps,
-                            render, preprocess, seed)
+        return play_episode(self, env_id, video_dir, frame_dir, frame_frequency, max_steps, render, seed)
 
 
 class OnPolicy(BaseAgent):
@@ -506,11 +532,15 @@ class OnPolicy(BaseAgent):
     Truncated episodes are bootstrapped: ``gamma * V(final observation)`` joins the last reward.
     """
 
-    def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0, **kwargs) -> None:
+    def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
+                 normalize_rewards: bool = False, **kwargs) -> None:
         """
         Args:
             n_steps: Steps per env in each rollout.
             lam: GAE lambda (1 gives n-step returns).
+            normalize_rewards: Divide the rewards the agent learns from by a running standard deviation
+                of the discounted return, clipped to [-10, 10] (Baselines' VecNormalize, RL Zoo's
+                normalize); scores stay the env's; the statistics are saved with the first model.
         """
         super().__init__(envs, **kwargs)
         check_positive(n_steps=n_steps)
@@ -518,6 +548,8 @@ class OnPolicy(BaseAgent):
         self.distribution = distribution_for(envs.single_action_space)
         self.rollout = RolloutBuffer(n_steps, self.n_envs, envs.single_observation_space,
                                      envs.single_action_space)
+        self.return_stats = RunningMeanStd(shape=()) if normalize_rewards else None
+        self.discounted_returns = np.zeros(self.n_envs)  # per env, for return_stats
 
     def policy_outputs(self) -> list[Output]:
         """The outputs of an actor-critic model: distribution parameters and a value."""
@@ -572,7 +604,7 @@ class OnPolicy(BaseAgent):
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         if isinstance(self.distribution, DiagGaussian):
             return self.distribution.clip(actions)
-        return actions
+        return super().env_actions(actions)
 
     def collect(self) -> RolloutBuffer:
         """Fill the rollout buffer with ``n_steps`` vector steps from every env."""
@@ -581,20 +613,42 @@ class OnPolicy(BaseAgent):
             observations = self.observations
             params, values = self.forward(observations)
             actions, log_probs = self.sample(params)
-            next_observations, rewards, terminated, truncated, finals = self.step_envs(
-                self.env_actions(actions)
-            )
+            next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
             rollout.observations[t] = observations
             rollout.actions[t] = actions
             rollout.values[t] = values
             rollout.log_probs[t] = log_probs
             rollout.dones[t] = terminated | truncated
+            rewards = self.scaled_rewards(rewards, terminated | truncated)
             bootstrap = truncated & ~terminated
             if bootstrap.any():
                 rewards = rewards + self.gamma * bootstrap * self.forward(finals)[1]
             rollout.rewards[t] = rewards
             self.observations = next_observations
         return rollout
+
+    def scaled_rewards(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """Rewards as the agent learns from them: divided by the return's running std when normalising."""
+        stats = self.return_stats
+        if stats is None:
+            return rewards
+        self.discounted_returns = self.discounted_returns * self.gamma + rewards
+        stats.update(self.discounted_returns)
+        self.discounted_returns[dones] = 0.0
+        return np.clip(rewards / np.sqrt(stats.var + 1e-8), -10.0, 10.0)
+
+    def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
+        if self.return_stats is None or role != self.model_roles[0]:
+            return {}
+        return {'return_var': self.return_stats.var, 'return_count': self.return_stats.count}
+
+    def restore_extras(self, role: str, extras: dict[str, np.ndarray]) -> None:
+        if self.return_stats is not None and role == self.model_roles[0]:
+            if 'return_var' not in extras:
+                raise ValueError(f'expected return statistics in the {role} weights file '
+                                 '(saved with normalize_rewards), found none')
+            self.return_stats.var = extras['return_var']
+            self.return_stats.count = float(extras['return_count'])
 
     def train_once(self) -> dict[str, float]:
         rollout = self.collect()
@@ -622,9 +676,10 @@ class OffPolicy(BaseAgent):
 
     Each :meth:`train_once` acts for ``update_every`` env steps and stores every transition with
     its true final observation, so a time-limit truncation bootstraps and a termination does not
-    (Pardo et al. 2018, https://arxiv.org/abs/1712.00378). Learning starts once the buffer holds
-    ``buffer_initial_size`` transitions, gathered with uniform random actions (and random actions
-    go on until ``start_steps``). An update samples the batches of all its ``gradient_steps`` at
+    (Pardo et al. 2018, https://arxiv.org/abs/1712.00378). Learning starts once
+    ``buffer_initial_size`` transitions have been added to the buffer (SB3's ``learning_starts``;
+    a full buffer holds fewer, as each episode end keeps a slot) and ``update_after`` env steps
+    have passed; actions are uniformly random for the first ``start_steps`` env steps. An update samples the batches of all its ``gradient_steps`` at
     once in NumPy and runs them in one graph call: a loop over the agent's ``train_step`` (one
     gradient step: the algorithm's maths), the target networks moving towards their online
     networks by Polyak averaging every ``target_update_interval`` gradient steps. One graph call
@@ -665,7 +720,7 @@ class OffPolicy(BaseAgent):
         """
         Args:
             buffer_max_size: Replay buffer capacity in transitions (over all envs).
-            buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
+            buffer_initial_size: Transitions added to the buffer before learning starts.
             buffer_batch_size: Transitions per gradient step.
             update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
             gradient_steps: Gradient steps per update, all run in one graph call.
@@ -694,6 +749,10 @@ class OffPolicy(BaseAgent):
         if buffer_batch_size > buffer_initial_size:
             raise ValueError(f'expected buffer_batch_size <= buffer_initial_size = {buffer_initial_size}, '
                              f'got {buffer_batch_size}')
+        if buffer_initial_size < n_steps * self.n_envs:
+            raise ValueError(f'expected buffer_initial_size >= n_steps * n_envs = {n_steps * self.n_envs} '
+                             f'(a complete {n_steps}-step window per env before the first update), '
+                             f'got {buffer_initial_size}')
         if update_every % self.n_envs:
             raise ValueError(f'expected update_every to be a multiple of n_envs = {self.n_envs}, '
                              f'got {update_every}')
@@ -727,7 +786,7 @@ class OffPolicy(BaseAgent):
         self.buffer = buffer_class(
             buffer_max_size, self.n_envs, envs.single_observation_space, stored_actions,
             n_steps=n_steps, gamma=self.gamma, seed=None if self.seed is None else self.seed + 1,
-            frame_stack_axis=-1 if _frame_stacks(envs) else None, **buffer_kwargs,
+            frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs,
         )
         self.observation_stats = None
         if normalize_observations:
@@ -804,7 +863,7 @@ class OffPolicy(BaseAgent):
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """Agent actions as the env expects them: Box actions scaled from ``[-1, 1]`` to the bounds."""
         if self.discrete:
-            return actions + self.envs.single_action_space.start
+            return super().env_actions(actions)
         return self.action_low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (self.action_high - self.action_low)
 
     def explore(self, observations: np.ndarray) -> np.ndarray:
@@ -854,18 +913,17 @@ class OffPolicy(BaseAgent):
                 actions = self.random_actions()
             else:
                 actions = self.explore(self.normalized(observations))
-            next_observations, rewards, terminated, truncated, finals = self.step_envs(
-                self.env_actions(actions))
+            next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
             self.buffer.add(observations, actions, rewards, finals, terminated, truncated)
             self.observations = next_observations
             self.episode_starts = terminated | truncated
-        if len(self.buffer) < self.buffer_initial_size or self.steps < self.update_after:
+        if self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after:
             return {}
         return self.update()
 
     def update(self) -> dict:
-        """Sample ``gradient_steps`` batches and train on them in one graph call."""
-        batch = self.sample(self.gradient_steps * self.buffer_batch_size)
+        """Sample ``gradient_steps`` minibatches and train on them in one graph call."""
+        batch = self.buffer.sample(self.buffer_batch_size, self.gradient_steps)
         shape = (self.gradient_steps, self.buffer_batch_size)
         # The buffer keeps raw observations: they are scaled with the statistics of now.
         batch = batch._replace(observations=self.normalized(batch.observations),
@@ -876,14 +934,6 @@ class OffPolicy(BaseAgent):
             self.buffer.update_priorities(batch.indices, td_errors.numpy().ravel())
         self.on_weights_changed()
         return metrics
-
-    def sample(self, size: int) -> ReplayBatch:
-        """``size`` transitions, with replacement (in parts while the buffer holds fewer)."""
-        parts, left = [], size
-        while left:
-            parts.append(self.buffer.sample(min(left, len(self.buffer))))
-            left -= len(parts[-1].rewards)
-        return parts[0] if len(parts) == 1 else ReplayBatch(*map(np.concatenate, zip(*parts)))
 
     @functools.cached_property
     def compiled_train_steps(self):
@@ -935,16 +985,6 @@ def polyak_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable]
     """``target <- (1 - tau) * target + tau * source`` for each pair; ``tau = 1`` copies."""
     for target, source in zip(targets, sources):
         target.assign(source if tau == 1 else target + tau * (source - target))
-
-
-def _frame_stacks(envs: gym.vector.VectorEnv) -> bool:
-    """Whether observations are preprocessed Atari frame stacks, stored one frame each."""
-    settings = envs.metadata.get('xagents') or {}
-    preprocess = settings.get('preprocess')
-    if preprocess is None and 'env_id' in settings:
-        preprocess = is_atari(settings['env_id'])
-    shape = envs.single_observation_space.shape
-    return bool(preprocess) and len(shape) == 3 and envs.single_observation_space.dtype == np.uint8
 
 
 def _reward(value: float) -> str:

@@ -45,7 +45,7 @@ def training_flags() -> list[Flag]:
 def play_flags() -> list[Flag]:
     from xagents.base import BaseAgent
 
-    return flags_of([BaseAgent.play], skip={'preprocess', 'seed'}) + [
+    return flags_of([BaseAgent.play], skip={'env_id', 'seed'}) + [
         Flag('weights', 'list', None, 'Weights files saved by --checkpoints (required).')
     ]
 
@@ -68,23 +68,24 @@ def build_parser(command: str, agent: str | None) -> ArgumentParser:
     general.add_argument('--seed', type=int, default=argparse.SUPPRESS, metavar='N',
                          help='Seed for TensorFlow, NumPy and the envs; same seed, same history.')
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
+    # An agent's own signature gives a shared flag its default and help (PPO's lr is not BaseAgent's).
+    own = {flag.name: flag for flag in agent_flags(agent_class(agent))} if agent else {}
     if command == 'train':
         group = parser.add_argument_group('training flags')
         for flag in training_flags():
             if flag.name != 'seed':
-                flag.add_to(group)
+                own.pop(flag.name, flag).add_to(group)
     else:
         group = parser.add_argument_group('play flags')
         for flag in play_flags():
             flag.add_to(group)
     if agent:
-        klass = agent_class(agent)
         group = parser.add_argument_group(
             f'{agent} flags (per-env tuned defaults in xagents/{agent}/hyperparameters.json; '
             'explicit flags win)'
         )
         names = {action.dest for action in parser._actions}
-        for flag in agent_flags(klass):
+        for flag in own.values():
             if flag.name not in names:
                 flag.add_to(group)
     return parser
@@ -117,8 +118,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
             if command == 'train':
                 instance.fit(**run_args)
             else:
-                reward = instance.play(env_id, preprocess=args.get('preprocess'), seed=args.get('seed'),
-                                       **run_args)
+                reward = instance.play(seed=args.get('seed'), **run_args)
                 logging.getLogger('xagents').info('Episode reward: %.2f', reward)
     except (ValueError, FileNotFoundError, gym.error.Error) as error:
         if instance is not None and instance.training_started:

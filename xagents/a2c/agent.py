@@ -4,14 +4,19 @@ from __future__ import annotations
 import gymnasium as gym
 import tensorflow as tf
 
-from xagents.base import OnPolicy
+from xagents.base import OnPolicy, check_positive
+
+
+OPTIMIZERS = ('rmsprop', 'adam')
 
 
 class A2C(OnPolicy):
     """A2C: n-step returns, one gradient step per rollout, entropy bonus.
 
     loss = -E[log pi(a|s) * A] + value_loss_coef * E[(R - V(s))^2] - entropy_coef * E[H(pi(.|s))]
-    with A = R - V(s) and R the n-step (lam=1) or GAE return.
+    with A = R - V(s) and R the n-step (lam=1) or GAE return. The optimizer is RMSProp with the
+    paper's and Baselines' settings (decay 0.99, epsilon 1e-5 inside the square root, as
+    TensorFlow computes it), or Adam.
     """
 
     def __init__(
@@ -25,6 +30,9 @@ class A2C(OnPolicy):
         entropy_coef: float = 0.01,
         value_loss_coef: float = 0.5,
         grad_norm: float = 0.5,
+        optimizer: str = 'rmsprop',
+        rmsprop_alpha: float = 0.99,
+        rmsprop_epsilon: float = 1e-5,
         **kwargs,
     ) -> None:
         """
@@ -36,11 +44,21 @@ class A2C(OnPolicy):
             entropy_coef: Weight of the entropy bonus.
             value_loss_coef: Weight of the value loss.
             grad_norm: Clip gradients to this global norm.
+            optimizer: rmsprop (the paper's) or adam (with opt_epsilon, beta1 and beta2).
+            rmsprop_alpha: RMSProp decay of the squared-gradient average.
+            rmsprop_epsilon: RMSProp epsilon.
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f'expected optimizer {" or ".join(OPTIMIZERS)}, got {optimizer!r}')
+        if not 0 <= rmsprop_alpha < 1:
+            raise ValueError(f'expected 0 <= rmsprop_alpha < 1, got {rmsprop_alpha}')
+        check_positive(rmsprop_epsilon=rmsprop_epsilon, grad_norm=grad_norm)
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
         self.model = self.build_actor_critic(model)
-        self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
+        rmsprop = tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon,
+                                              global_clipnorm=grad_norm) if optimizer == 'rmsprop' else None
+        self.optimizer = self.make_optimizer('model', rmsprop, global_clipnorm=grad_norm)
 
     @tf.function
     def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from xagents.base import BaseAgent, check_positive
 from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
+from xagents.utils.envs import frame_stacked
 from xagents.utils.models import NumpyForward, Output, build_model
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 
@@ -81,8 +82,9 @@ class ACER(BaseAgent):
             delta: Trust-region bound on the linearised KL(average policy || policy) per sample.
             ema_alpha: Decay of the exponential moving average of the model's weights.
             replay_ratio: Mean number (Poisson) of replayed updates after each on-policy update.
-            buffer_size: Replay buffer capacity in segments (n_steps x n_envs steps each).
-            replay_start: Segments stored before replay starts.
+            buffer_size: Replay buffer capacity in segments (n_steps x n_envs steps each; Baselines:
+                50,000 frames per env at 20 steps a segment).
+            replay_start: Segments stored before replay starts (Baselines: 10,000 frames per env).
         """
         super().__init__(envs, lr=lr, **kwargs)
         check_positive(n_steps=n_steps, rmsprop_epsilon=rmsprop_epsilon,
@@ -111,7 +113,8 @@ class ACER(BaseAgent):
             'model', tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon)
         )
         self.buffer = SegmentBuffer(buffer_size, n_steps, self.n_envs, envs.single_observation_space,
-                                    envs.single_action_space, seed=None if self.seed is None else self.seed + 1)
+                                    envs.single_action_space, seed=None if self.seed is None else self.seed + 1,
+                                    frame_stack_axis=-1 if frame_stacked(envs) else None)
         self.numpy_forward = NumpyForward(self.model) if NumpyForward.supports(self.model) else None
         self.graph_forward = tf.function(self.model)
 
@@ -136,9 +139,7 @@ class ACER(BaseAgent):
 
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
         probs = self.forward(observations)[0]
-        if deterministic:
-            return probs.argmax(-1)
-        return self.sample(probs)
+        return self.env_actions(probs.argmax(-1) if deterministic else self.sample(probs))
 
     def sample(self, probs: np.ndarray) -> np.ndarray:
         """One action per row of ``probs``, by inverting the cumulative distribution."""

@@ -13,9 +13,6 @@ from xagents.acer import ACER
 from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 
-XAGENTS = '/work/venv/bin/xagents'
-
-
 def test_retrace_targets_three_steps_by_hand():
     # Two envs, T = 3, gamma = 0.9, columns: env 0 | env 1 (whose episode ends after step 1).
     rewards = np.array([[1, 1], [2, 1], [3, 1]], np.float32)
@@ -83,6 +80,38 @@ def test_segment_buffer_ring_and_sampling():
     assert stored == {2, 3, 4}
     with pytest.raises(ValueError, match=r'expected rewards of shape \(3, 2\)'):
         buffer.add(segment(0)._replace(rewards=np.zeros((2, 2))))
+
+
+def test_atari_segments_store_each_frame_once_and_rebuild_every_stack():
+    """Real Breakout frames, with lives lost inside segments: every sampled observation equals the
+    stack the env emitted, and a segment costs n_steps + 4 frames per env instead of 4 (n_steps + 1)."""
+    from xagents.utils.envs import create_envs
+
+    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0)
+    space, steps = envs.single_observation_space, 20
+    buffer = SegmentBuffer(6, steps, 2, space, envs.single_action_space, seed=0, frame_stack_axis=-1)
+    whole = SegmentBuffer(6, steps, 2, space, envs.single_action_space)
+    assert buffer.nbytes < 0.3 * whole.nbytes
+    rng, observation, segments = np.random.default_rng(0), envs.reset(seed=0)[0], []
+    for _ in range(6):
+        observations, dones = [observation], []
+        for _ in range(steps):
+            observation, _, terminated, truncated, _ = envs.step(rng.integers(0, 4, 2))
+            observations.append(observation)
+            dones.append(terminated | truncated)
+        segments.append(TrajectorySegment(np.stack(observations), np.zeros((steps, 2), np.int64),
+                                          np.zeros((steps, 2), np.float32), np.array(dones, np.float32),
+                                          np.full((steps, 2, 4), 0.25, np.float32)))
+        buffer.add(segments[-1])
+    resets_checked = 0
+    for _ in range(20):
+        batch = buffer.sample()
+        for env in range(2):
+            # The column equals, frame for frame, that column of exactly one stored segment.
+            matches = [s for s in segments if np.array_equal(s.observations[:, env], batch.observations[:, env])]
+            assert len(matches) == 1
+            resets_checked += int(batch.dones[:, env].sum())
+    assert resets_checked >= 3  # lives lost inside segments: stacks restarting mid-segment were rebuilt too
 
 
 def fixed_segment(agent, steps: int = 1):
@@ -196,8 +225,8 @@ def test_bad_hyperparameters_raise():
     (['--env', 'CartPole-v1', '--replay-ratio', '-1'], 'expected replay_ratio >= 0, got -1.0'),
     (['--env', 'Pendulum-v1'], 'ACER supports Discrete action spaces, got Box(-2.0, 2.0, (1,), float32)'),
 ])
-def test_cli_rejects_bad_input_in_one_line(argv, message, tmp_path):
-    result = subprocess.run([XAGENTS, 'train', 'acer', '--max-steps', '100'] + argv, capture_output=True,
+def test_cli_rejects_bad_input_in_one_line(argv, message, tmp_path, xagents_command):
+    result = subprocess.run(xagents_command + ['train', 'acer', '--max-steps', '100'] + argv, capture_output=True,
                             text=True, cwd=tmp_path, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f'xagents train acer: error: {message}']

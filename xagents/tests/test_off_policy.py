@@ -5,9 +5,7 @@ the comments; optimizers get a learning rate of 0 where a later loss reads a net
 earlier step of the same update would otherwise have changed.
 """
 import math
-import os
 import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +20,6 @@ from xagents.sac import SAC
 from xagents.td3 import TD3
 from xagents.utils.envs import create_envs
 
-XAGENTS = os.path.join(os.path.dirname(sys.executable), 'xagents')  # the installed command
 
 
 def linear(inputs: int, *heads: np.ndarray, bias=None, activation=None) -> tf.keras.Model:
@@ -58,7 +55,7 @@ def test_stored_transitions_are_the_env_dynamics_truncation_bootstraps_terminati
     agent = DQN(envs, seed=3, buffer_initial_size=400, buffer_batch_size=32, update_every=2, quiet=True)
     agent.fit(max_steps=398)
     assert len(agent.buffer) == 398 and agent.gradient_updates.numpy() == 0  # no learning yet
-    batch = agent.sample(3000)  # with replacement: every stored transition, most likely
+    batch = agent.buffer.sample(3000)  # with replacement: every stored transition, most likely
     env = gym.make('CartPole-v1').unwrapped
     env.reset(seed=0)
     terminated_seen = 0
@@ -166,7 +163,7 @@ def test_epsilon_falls_linearly_then_stays():
 def test_n_step_returns_reach_the_batches():
     agent = DQN.from_env('CartPole-v1', seed=0, n_steps=3, buffer_initial_size=500, update_every=1, quiet=True)
     agent.fit(max_steps=400)
-    batch = agent.sample(400)
+    batch = agent.buffer.sample(400)
     gammas = 0.99 ** np.arange(4)
     # gamma^3 inside episodes, a shorter window (or 0 on termination) at their ends
     allowed = np.append(gammas[1:], 0)
@@ -175,18 +172,28 @@ def test_n_step_returns_reach_the_batches():
     assert batch.rewards.max() == pytest.approx(gammas[:3].sum())  # 1 + 0.99 + 0.99^2
 
 
-def test_prioritized_replay_priorities_follow_td_errors():
-    agent = DQN.from_env('CartPole-v1', seed=0, prioritized=True, buffer_initial_size=200,
-                         buffer_batch_size=16, update_every=1, gradient_steps=1, quiet=True)
+def test_prioritised_update_sets_priorities_to_the_td_errors_of_the_sampled_batch():
+    """One real update: the priorities of the transitions it sampled become (|TD error| + eps) ** alpha,
+    the TD errors recomputed here in NumPy from a copy of the networks taken before the update."""
+    agent = DQN.from_env('CartPole-v1', seed=0, prioritized=True, double=True, buffer_initial_size=200,
+                         buffer_batch_size=16, update_every=1, gradient_steps=1, update_after=10**9, quiet=True)
     agent.fit(max_steps=200)
-    batch = agent.sample(16)
-    arrays = [array.reshape((1, 16) + array.shape[1:]) for array in batch[:6]]
-    _, td_errors = agent.compiled_train_steps(*arrays)
-    agent.buffer.update_priorities(batch.indices, td_errors.numpy().ravel())
-    last = {index: error for index, error in zip(batch.indices, np.abs(td_errors.numpy().ravel()))}
-    expected = (np.array(list(last.values())) + agent.buffer.epsilon) ** agent.buffer.alpha
-    np.testing.assert_allclose(agent.buffer.tree[np.array(list(last))], expected, rtol=1e-5)
-    assert np.abs(td_errors.numpy()).max() > 0
+    online, target = (tf.keras.models.clone_model(model) for model in (agent.model, agent.target_model))
+    online.set_weights(agent.model.get_weights())
+    target.set_weights(agent.target_model.get_weights())
+    sampled = []
+    sample = agent.buffer.sample
+    agent.buffer.sample = lambda *args: sampled.append(sample(*args)) or sampled[-1]  # record what update draws
+    agent.update()
+    (batch,) = sampled
+    q = online(batch.observations).numpy()
+    next_q, next_online_q = target(batch.next_observations).numpy(), online(batch.next_observations).numpy()
+    targets = batch.rewards + batch.discounts * next_q[np.arange(16), next_online_q.argmax(-1)]  # double DQN
+    td_errors = q[np.arange(16), batch.actions] - targets
+    expected = (np.abs(td_errors) + agent.buffer.epsilon) ** agent.buffer.alpha
+    last = {index: value for index, value in zip(batch.indices, expected)}  # a repeated index keeps its last
+    np.testing.assert_allclose(agent.buffer.tree[np.array(list(last))], list(last.values()), rtol=1e-4)
+    assert len(set(np.round(expected, 4))) > 1  # the TD errors differ: the check is not on a constant
 
 
 # ----------------------------------------------------------------------------------- SAC
@@ -431,9 +438,9 @@ BAD_INPUTS = [
 ]
 
 
-def test_bad_input_is_one_line_on_stderr_with_status_2(workdir):
+def test_bad_input_is_one_line_on_stderr_with_status_2(workdir, xagents_command):
     """Through the installed command; the processes run side by side (each loads TensorFlow)."""
-    processes = [subprocess.Popen([XAGENTS, 'train'] + argv + ['--max-steps', '10'], stdout=subprocess.PIPE,
+    processes = [subprocess.Popen(xagents_command + ['train'] + argv + ['--max-steps', '10'], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for argv, _ in BAD_INPUTS]
     for process, (argv, message) in zip(processes, BAD_INPUTS):
         stdout, stderr = process.communicate(timeout=300)
@@ -503,3 +510,158 @@ def test_no_update_before_update_after_steps():
     assert agent.steps == 250 and int(agent.gradient_updates) == 0
     agent.fit(max_steps=300)
     assert int(agent.gradient_updates) == 5
+
+
+# ------------------------------------------------------- warm-up, replay start, PER minibatches
+def chi_square_uniform(values: np.ndarray, low: float, high: float, bins: int = 10) -> float:
+    """Pearson's statistic of ``values`` against the uniform distribution on ``[low, high]``."""
+    counts = np.histogram(values, bins=bins, range=(low, high))[0]
+    expected = len(values) / bins
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+CHI_SQUARE_999 = 27.88  # 99.9% quantile of chi-square with 9 degrees of freedom
+
+
+def test_chi_square_tells_uniform_actions_from_a_squashed_gaussian():
+    rng = np.random.default_rng(0)
+    assert chi_square_uniform(rng.uniform(-1, 1, 2000), -1, 1) < CHI_SQUARE_999
+    # An untrained SAC policy acts tanh(N(0, 1)): the statistic the warm-up test uses must reject it.
+    assert chi_square_uniform(np.tanh(rng.standard_normal(2000)), -1, 1) > 3 * CHI_SQUARE_999
+
+
+@pytest.mark.parametrize('agent_class, settings', [
+    (SAC, {}),  # start_steps defaults to buffer_initial_size (1000)
+    (TD3, {'start_steps': 2000}),
+])
+def test_actions_are_uniformly_random_until_start_steps(agent_class, settings):
+    agent = agent_class.from_env('Pendulum-v1', seed=0, quiet=True, **settings)
+    start_steps = settings.get('start_steps', agent.buffer_initial_size)
+    explored, sent = [], []
+    explore, step = agent.explore, agent.envs.step
+    agent.explore = lambda observations: explored.append(agent.steps) or explore(observations)
+    agent.envs.step = lambda actions: sent.append(np.array(actions)) or step(actions)
+    agent.fit(max_steps=start_steps + 400)
+    assert min(explored) == start_steps and len(explored) == 400  # the policy acts from start_steps on
+    warm_up = np.concatenate(sent[:start_steps])
+    assert warm_up.shape == (start_steps, 1)
+    assert chi_square_uniform(warm_up, -2.0, 2.0) < CHI_SQUARE_999  # uniform over Pendulum's [-2, 2]
+
+
+def test_fit_never_changes_a_hyperparameter():
+    """Per-run state must not overwrite a constructor parameter of the same name (start_steps once did)."""
+    import inspect
+
+    from xagents.utils.cli import constructors
+
+    agent = TD3.from_env('Pendulum-v1', seed=0, quiet=True, start_steps=700, buffer_initial_size=600,
+                         buffer_batch_size=64)
+    names = {name for function in constructors(TD3, object) for name in inspect.signature(function).parameters}
+    before = {name: getattr(agent, name) for name in names if isinstance(getattr(agent, name, None), (int, float))}
+    assert {'start_steps', 'buffer_initial_size', 'gamma', 'tau', 'update_every'} <= set(before)
+    agent.fit(max_steps=1000)
+    agent.fit(max_steps=1200)
+    assert {name: getattr(agent, name) for name in before} == before
+
+
+def test_learning_starts_when_buffer_initial_size_equals_the_capacity():
+    """Each episode end keeps a slot, so a full buffer holds fewer transitions than its capacity: the
+    start is counted in transitions added (SB3's learning_starts), and DQN then learns CartPole."""
+    agent = DQN.from_env('CartPole-v1', seed=0, buffer_max_size=3000, buffer_initial_size=3000, quiet=True)
+    agent.fit(max_steps=3072)
+    assert len(agent.buffer) < 3000 and agent.gradient_updates.numpy() > 0
+    agent.fit(target_reward=150, max_steps=20_000, eval_frequency=2500, eval_episodes=5, stop_on='eval')
+    assert agent.eval_reward >= 150, agent.eval_reward
+
+
+def test_each_prioritised_minibatch_is_a_stratified_sample_of_the_whole_buffer():
+    """50 gradient steps over ~5,000 transitions of equal priority: every minibatch must reach from the
+    oldest to the newest transitions, not a fiftieth of them each."""
+    agent = DQN.from_env('CartPole-v1', seed=0, prioritized=True, buffer_max_size=6000, buffer_initial_size=5000,
+                         buffer_batch_size=100, update_every=1, gradient_steps=50, update_after=10**9, quiet=True)
+    agent.fit(max_steps=5000)
+    assert agent.gradient_updates.numpy() == 0
+    priorities = []
+    update_priorities = agent.buffer.update_priorities
+    agent.buffer.update_priorities = lambda indices, errors: priorities.append(indices) or update_priorities(
+        indices, errors)
+    agent.update()
+    assert agent.gradient_updates.numpy() == 50
+    minibatches = priorities[0].reshape(50, 100)  # slot index = time order with one env
+    slots = agent.buffer.tree.size
+    assert (minibatches.min(1) < 0.05 * slots).all() and (minibatches.max(1) > 0.8 * 5000).all()
+    # Stratified: the k-th draw of every minibatch falls in the k-th hundredth of the priority mass.
+    assert (np.diff(minibatches, axis=1) >= 0).all()
+
+
+def test_prioritised_sample_of_several_minibatches_normalises_weights_per_minibatch():
+    from xagents.utils.buffers import PrioritizedReplayBuffer
+
+    buffer = PrioritizedReplayBuffer(1000, 1, gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), seed=0)
+    for t in range(500):
+        buffer.add(np.full((1, 2), t), np.zeros(1), np.zeros(1), np.full((1, 2), t + 1), np.zeros(1), np.zeros(1))
+    buffer.update_priorities(np.arange(500), np.arange(500) + 1.0)
+    batch = buffer.sample(32, 8)
+    assert batch.weights.shape == (256,)
+    np.testing.assert_allclose(batch.weights.reshape(8, 32).max(1), 1.0)
+    times = batch.observations[:, 0].reshape(8, 32)
+    assert (times.min(1) < 150).all() and (times.max(1) > 450).all()
+
+
+# ----------------------------------------------- one real gradient step moves what it should
+def weights(model) -> list[np.ndarray]:
+    return [w.numpy().copy() for w in model.weights]
+
+
+def changed(before: list[np.ndarray], model) -> list[bool]:
+    return [not np.array_equal(old, new.numpy()) for old, new in zip(before, model.weights)]
+
+
+def filled(agent_class, env_id='Pendulum-v1', **settings):
+    """An agent whose buffer holds 300 random transitions and that has not updated yet."""
+    agent = agent_class.from_env(env_id, seed=0, buffer_initial_size=256, buffer_batch_size=32, update_every=50,
+                                 gradient_steps=1, update_after=10**9, quiet=True, **settings)
+    agent.fit(max_steps=300)
+    assert agent.gradient_updates.numpy() == 0
+    return agent
+
+
+def test_td3_critic_steps_leave_the_actor_and_targets_until_the_delayed_step():
+    agent = filled(TD3, tau=0.05)  # lr 1e-3 > 0, policy_delay 2
+    actor, critic = weights(agent.actor), weights(agent.critic)
+    target_actor, target_critic = weights(agent.target_actor), weights(agent.target_critic)
+    agent.update()  # gradient step 1: the critics alone
+    assert all(changed(critic, agent.critic)) and not any(changed(actor, agent.actor))
+    assert not any(changed(target_actor, agent.target_actor) + changed(target_critic, agent.target_critic))
+    agent.update()  # gradient step 2: critics, actor, then both targets by Polyak averaging
+    assert all(changed(actor, agent.actor))
+    for target, old, online in ((agent.target_actor, target_actor, agent.actor),
+                                (agent.target_critic, target_critic, agent.critic)):
+        for variable, start, source in zip(target.weights, old, online.weights):
+            np.testing.assert_allclose(variable.numpy(), 0.95 * start + 0.05 * source.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_sac_step_moves_actor_critic_and_alpha_and_the_target_by_polyak_only():
+    for alpha, moves_alpha in ((None, True), (0.2, False)):
+        agent = filled(SAC, tau=0.1, alpha=alpha)
+        actor, critic, log_alpha = weights(agent.actor), weights(agent.critic), float(agent.log_alpha)
+        target = weights(agent.target_critic)
+        agent.update()
+        assert all(changed(actor, agent.actor)) and all(changed(critic, agent.critic))
+        assert (float(agent.log_alpha) != log_alpha) == moves_alpha
+        for variable, start, source in zip(agent.target_critic.weights, target, agent.critic.weights):
+            np.testing.assert_allclose(variable.numpy(), 0.9 * start + 0.1 * source.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_dqn_target_is_a_hard_copy_every_target_update_interval_gradient_steps():
+    agent = filled(DQN, 'CartPole-v1', target_update_interval=3, tau=1.0)
+    target = weights(agent.target_model)
+    online = []
+    for step in range(1, 7):
+        previous = weights(agent.model)
+        agent.update()
+        assert all(changed(previous, agent.model))  # the online network moves every step
+        online.append(weights(agent.model))
+        expected = online[-1] if step % 3 == 0 else (target if step < 3 else online[2])
+        for variable, value in zip(agent.target_model.weights, expected):
+            np.testing.assert_array_equal(variable.numpy(), value)
