@@ -6,8 +6,19 @@ os.environ.setdefault('WANDB_MODE', 'offline')
 os.environ.setdefault('WANDB_SILENT', 'true')
 
 import logging  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
 
 import pytest  # noqa: E402
+
+
+@pytest.fixture(scope='session')
+def xagents_command() -> list[str]:
+    """The installed ``xagents`` console script, the one way tests run the command as users do."""
+    script = shutil.which('xagents', path=os.path.dirname(sys.executable))
+    if script is None:
+        pytest.fail(f'no xagents command beside {sys.executable}: install the package (pip install .)')
+    return [script]
 
 
 @pytest.fixture

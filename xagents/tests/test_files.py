@@ -3,7 +3,6 @@ import glob
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -25,8 +24,8 @@ def test_failed_write_leaves_previous_file(workdir):
     assert os.listdir('.') == ['f.bin']  # no temporary left behind
 
 
-def test_sigkill_during_training_leaves_weights_and_history_readable(workdir):
-    command = [sys.executable, '-m', 'xagents.cli', 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps',
+def test_sigkill_during_training_leaves_weights_and_history_readable(workdir, xagents_command):
+    command = xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps',
                '10000000', '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', '--log-frequency', '1',
                '--seed', '0', '--quiet']
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -4,7 +4,6 @@ import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 import uuid
 
@@ -144,8 +143,8 @@ def test_diverging_training_raises_diverged_for_the_parent_to_prune():
         next(trial)
 
 
-def test_ctrl_c_stops_cleanly_leaving_completed_trials_and_no_running_one(workdir):
-    argv = [sys.executable, '-m', 'xagents.cli', 'tune', 'ppo', '--env', 'CartPole-v1', '--trial-steps', '4000',
+def test_ctrl_c_stops_cleanly_leaving_completed_trials_and_no_running_one(workdir, xagents_command):
+    argv = xagents_command + ['tune', 'ppo', '--env', 'CartPole-v1', '--trial-steps', '4000',
             '--n-reports', '2', '--n-trials', '3', '--lr', '1e-4', '1e-2']
     # A shell starts background jobs with SIGINT ignored, and the child would inherit that: restore it.
     search = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -232,9 +231,9 @@ def postgres_url():
     return POSTGRES_URL
 
 
-def test_two_workers_share_one_postgres_study_of_8_trials(workdir, postgres_url):
+def test_two_workers_share_one_postgres_study_of_8_trials(workdir, postgres_url, xagents_command):
     name = f'test-{uuid.uuid4().hex[:12]}'
-    argv = [sys.executable, '-m', 'xagents.cli', 'tune', 'ppo', *TINY, '--storage', postgres_url, '--study', name,
+    argv = xagents_command + ['tune', 'ppo', *TINY, '--storage', postgres_url, '--study', name,
             '--n-trials', '8', '--warmup-trials', '2', '--lr', '1e-4', '1e-2']
     workers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     try:

@@ -35,14 +35,6 @@ class Categorical:
         log_probs = shifted[np.arange(len(actions)), actions] - log_norm
         return actions, log_probs.astype(np.float32)
 
-    def sample(self, logits: tf.Tensor, deterministic: bool = False):
-        """Graph-mode counterpart of :meth:`sample_np`."""
-        if deterministic:
-            actions = tf.argmax(logits, -1)
-        else:
-            actions = tf.random.categorical(logits, 1)[:, 0]
-        return actions, self.log_prob(logits, actions)
-
     def log_prob(self, logits: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
         log_probs = tf.nn.log_softmax(logits)
         return tf.gather(log_probs, tf.cast(actions, tf.int32), batch_dims=1)
@@ -79,12 +71,6 @@ class DiagGaussian:
         actions = mean + np.exp(log_std) * noise
         log_probs = -0.5 * (noise**2).sum(-1) - log_std.sum() - 0.5 * self.dim * LOG_2PI
         return actions.astype(np.float32), log_probs.astype(np.float32)
-
-    def sample(self, mean: tf.Tensor, log_std: tf.Tensor, deterministic: bool = False):
-        if deterministic:
-            return mean, tf.zeros(tf.shape(mean)[:1])
-        actions = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean))
-        return actions, self.log_prob(mean, log_std, actions)
 
     def log_prob(self, mean: tf.Tensor, log_std: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
         z = (actions - mean) * tf.exp(-log_std)
