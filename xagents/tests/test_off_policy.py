@@ -432,6 +432,10 @@ BAD_INPUTS = [
      'xagents train sac: error: expected buffer_initial_size <= buffer_max_size = 1000, got 2000'),
     (['dqn', '--env', 'CartPole-v1', '--buffer-batch-size', '2048'],
      'xagents train dqn: error: expected buffer_batch_size <= buffer_initial_size = 1000, got 2048'),
+    (['dqn', '--env', 'CartPole-v1', '--n-envs', '4', '--update-every', '4', '--n-steps', '3', '--buffer-initial-size', '8',
+      '--buffer-batch-size', '8'],
+     'xagents train dqn: error: expected buffer_initial_size >= n_steps * n_envs = 12 (a complete 3-step window '
+     'per env before the first update), got 8'),
     (['ddpg', '--env', 'Pendulum-v1', '--noise-type', 'normal_0.1,pink_0.2'],
      "xagents train ddpg: error: expected noise types normal_SIGMA, ou_SIGMA, adaptive-param_SIGMA or none, "
      "comma-separated, got 'pink_0.2' in 'normal_0.1,pink_0.2'"),
