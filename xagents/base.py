@@ -679,8 +679,9 @@ class OffPolicy(BaseAgent):
     (Pardo et al. 2018, https://arxiv.org/abs/1712.00378). Learning starts once
     ``buffer_initial_size`` transitions have been added to the buffer (SB3's ``learning_starts``;
     a full buffer holds fewer, as each episode end keeps a slot) and ``update_after`` env steps
-    have passed; actions are uniformly random for the first ``start_steps`` env steps. An update samples the batches of all its ``gradient_steps`` at
-    once in NumPy and runs them in one graph call: a loop over the agent's ``train_step`` (one
+    have passed; actions are uniformly random for the first ``start_steps`` env steps. An update
+    samples the minibatches of all its ``gradient_steps`` at once in NumPy (each its own sample of
+    the whole buffer) and runs them in one graph call: a loop over the agent's ``train_step`` (one
     gradient step: the algorithm's maths), the target networks moving towards their online
     networks by Polyak averaging every ``target_update_interval`` gradient steps. One graph call
     costs ~0.7 ms here whatever it computes, so Spinning Up's ``update_every = gradient_steps =
