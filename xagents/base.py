@@ -23,15 +23,17 @@ import tensorflow as tf
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer
-from xagents.utils.checkpoints import load_checkpoint, save_checkpoint
+from xagents.utils.atomic import check_writable, remove_stale_temporaries
+from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
 from xagents.utils.distributions import DiagGaussian, distribution_for
 from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, create_envs, env_settings, frame_stacked, is_atari
-from xagents.utils.history import History
+from xagents.utils.history import History, check_identity
 from xagents.utils.models import NumpyForward, Output, build_model
 from xagents.utils.returns import gae
 from xagents.utils.sinks import TensorBoardSink, WandbSink
 
 logger = logging.getLogger('xagents')
+ACTING, REPLAY = 1, 2  # purposes of an agent's NumPy random streams (see random_stream)
 
 
 class BaseAgent:
@@ -101,6 +103,10 @@ class BaseAgent:
                 f'{type(self).__name__} trains {len(self.model_roles)} model(s) '
                 f'({", ".join(self.model_roles)}), got {len(checkpoints)} checkpoint path(s)'
             )
+        outputs = [os.path.realpath(path) for path in [*(checkpoints or ()), history_checkpoint] if path]
+        for path in [*(checkpoints or ()), history_checkpoint]:
+            if path and outputs.count(os.path.realpath(path)) > 1:
+                raise ValueError(f'expected a path of its own for each checkpoint and the history, got {path} twice')
         self.envs = envs
         self.n_envs = envs.num_envs
         self.gamma = gamma
@@ -115,13 +121,13 @@ class BaseAgent:
         self.quiet = quiet
         if seed is not None:
             tf.keras.utils.set_random_seed(seed)
-        self.rng = np.random.default_rng(seed)
+        self.rng = random_stream(seed, ACTING)
         self.optimizer_settings = dict(learning_rate=lr, epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
         self.lr_decay_steps = lr_decay_steps
         self.lr_factor = 1.0  # product of plateau reductions
         self.initial_learning_rates: dict[str, float] = {}
         self.reward_buffer = collections.deque(maxlen=reward_buffer_size)
-        self.history = History(history_checkpoint)
+        self.history = History(history_checkpoint, self.identity())
         self.history_to_resume = len(self.history) > 0
         self.time_offset = 0.0
         self.models: dict[str, tf.keras.Model] = {}
@@ -201,11 +207,26 @@ class BaseAgent:
             optimizer.learning_rate.assign(self.initial_learning_rates[role] * self.lr_factor * decay)
 
     # ------------------------------------------------------------------------- checkpoints
+    def identity(self) -> dict[str, str | None]:
+        """What this agent's files were made by: the agent, the env id (if known) and its spaces."""
+        return {'agent': type(self).__name__, 'env_id': (env_settings(self.envs) or {}).get('env_id'),
+                'observation_space': str(self.envs.single_observation_space),
+                'action_space': str(self.envs.single_action_space)}
+
     def save_models(self) -> None:
-        """Save every model (with its optimizer and the step counter) to ``checkpoints``."""
+        """Save every model (with its optimizer, the step counter and the run's identity) to ``checkpoints``."""
         for role, path in zip(self.model_roles, self.checkpoints or ()):
             save_checkpoint(path, self.models[role], self.optimizers.get(role),
-                            extras=self.checkpoint_extras(role), steps=self.steps)
+                            extras=self.checkpoint_extras(role), identity=self.identity(), steps=self.steps)
+
+    def save_best(self) -> None:
+        """Save the models if the best reward rose since they were last saved.
+
+        Called before every history write: a history on disk always has weights on disk beside it.
+        """
+        if self.checkpoints and self.best_reward > self.saved_best_reward:
+            self.save_models()
+            self.saved_best_reward = self.best_reward
 
     def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
         """Arrays saved beside ``role``'s weights (see :meth:`restore_extras`)."""
@@ -215,14 +236,28 @@ class BaseAgent:
         """Take back what :meth:`checkpoint_extras` saved for ``role``."""
 
     def load_weights(self, paths: Sequence[str]) -> None:
-        """Load models (and optimizer states) saved by :meth:`save_models`, one path per role."""
+        """Load models (and optimizer states) saved by :meth:`save_models`, one path per role.
+
+        Raises:
+            ValueError: a file is no checkpoint, was saved by another agent, env or spaces, does not fit
+                its model, or the files are from different steps (a set torn by a kill while saving).
+        """
         if len(paths) != len(self.model_roles):
             raise ValueError(
                 f'{type(self).__name__} has {len(self.model_roles)} model(s) '
                 f'({", ".join(self.model_roles)}), got {len(paths)} weights file(s)'
             )
-        for role, path in zip(self.model_roles, paths):
-            self.restore_extras(role, load_checkpoint(path, self.models[role], self.optimizers.get(role)))
+        checkpoints = [read_checkpoint(path) for path in paths]
+        for checkpoint in checkpoints:
+            check_identity(checkpoint.path, checkpoint.identity, self.identity())
+        steps = {checkpoint.path: checkpoint.steps for checkpoint in checkpoints}
+        if len(set(steps.values())) > 1:
+            listed = ', '.join(f'{path} at step {step}' for path, step in steps.items())
+            raise ValueError(f'expected weights files saved together, got {listed} '
+                             '(a set torn by a kill while saving)')
+        for role, checkpoint in zip(self.model_roles, checkpoints):
+            checkpoint.restore(self.models[role], self.optimizers.get(role))
+            self.restore_extras(role, checkpoint.extras)
         self.weights_loaded = list(paths)
         self.on_weights_changed()
 
@@ -273,6 +308,8 @@ class BaseAgent:
         Returns:
             The history of finished episodes.
         """
+        if tensorboard:
+            check_writable(tensorboard, directory=True)
         self._begin(target_reward, max_steps, eval_frequency, eval_episodes, stop_on)
         if monitor_session:
             self.sinks.append(WandbSink(monitor_session, self.config()))
@@ -281,7 +318,7 @@ class BaseAgent:
         self.training_started = True
         progress = self._progress_bar(max_steps)
         redirect = contextlib.nullcontext()
-        if progress:
+        if progress is not None:
             from tqdm.contrib.logging import logging_redirect_tqdm
 
             redirect = logging_redirect_tqdm()  # log lines above the bar, not through it
@@ -291,8 +328,9 @@ class BaseAgent:
                 while not reason:
                     reason = self._train_round(progress)
         finally:
-            if progress:
+            if progress is not None:
                 progress.close()
+            self.save_best()
             self.history.flush()
             self._log_progress()
             for sink in self.sinks:
@@ -307,7 +345,7 @@ class BaseAgent:
         self.last_metrics = self.train_once()
         if self.lr_decay_steps:
             self.update_learning_rates()
-        if progress:
+        if progress is not None:
             progress.update(self.steps - steps_before)
         if self.eval_frequency and self.steps >= self.next_eval:
             self.next_eval += self.eval_frequency
@@ -317,9 +355,7 @@ class BaseAgent:
             if not self.quiet:
                 logger.info('steps %d  eval reward %.2f (%d deterministic episodes)',
                             self.steps, self.eval_reward, self.eval_episodes)
-        if self.checkpoints and self.best_reward > self.saved_best_reward:
-            self.save_models()
-            self.saved_best_reward = self.best_reward
+        self.save_best()
         return self._stop_reason()
 
     def config(self) -> dict:
@@ -340,14 +376,19 @@ class BaseAgent:
         self.eval_reward = -np.inf
         if self.history_to_resume and not self.weights_loaded:
             raise ValueError(
-                f'history {self.history_checkpoint} exists: pass its weights to resume, '
-                'or choose another --history-checkpoint'
+                f'history {self.history_checkpoint} exists: load its weights to resume (--weights), '
+                'or choose another history file'
             )
         for path in self.checkpoints or ():
             if os.path.exists(path) and path not in self.weights_loaded and not self.training_started:
                 raise ValueError(
                     f'checkpoint {path} exists: pass it as weights to resume, or choose another path'
                 )
+        for path in [*(self.checkpoints or ()), self.history_checkpoint]:
+            if path:
+                check_writable(path)
+                for name in remove_stale_temporaries(path):
+                    logger.info('Removed %s, left by an interrupted write', name)
         self.target_reward, self.max_steps = target_reward, max_steps
         if self.history_to_resume:
             self.history_to_resume = False
@@ -410,6 +451,7 @@ class BaseAgent:
         self.games += len(returns)
         if self.games - self.last_log_games >= self.log_frequency:
             self.last_log_games = self.games
+            self.save_best()
             self.history.flush()
             self._log_progress()
             self._monitor_plateau()
@@ -786,7 +828,7 @@ class OffPolicy(BaseAgent):
                              beta_steps=priority_beta_steps) if prioritized else {}
         self.buffer = buffer_class(
             buffer_max_size, self.n_envs, envs.single_observation_space, stored_actions,
-            n_steps=n_steps, gamma=self.gamma, seed=None if self.seed is None else self.seed + 1,
+            n_steps=n_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
             frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs,
         )
         self.observation_stats = None
@@ -990,6 +1032,16 @@ def polyak_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable]
 
 def _reward(value: float) -> str:
     return f'{value:.2f}' if np.isfinite(value) else 'n/a'
+
+
+def random_stream(seed: int | None, purpose: int) -> np.random.Generator:
+    """The NumPy generator an agent seeded with ``seed`` uses for ``purpose``.
+
+    Gymnasium seeds env ``i`` with ``default_rng(seed + i)``: an agent drawing from
+    ``default_rng(seed)`` would repeat env 0's draws (its reset states) in its own actions. Streams
+    keyed by ``[seed, purpose]`` are shared with no env and with no other purpose.
+    """
+    return np.random.default_rng(None if seed is None else [seed, purpose])
 
 
 def check_positive(**values) -> None:

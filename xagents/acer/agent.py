@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import BaseAgent, check_positive
+from xagents.base import REPLAY, BaseAgent, check_positive, random_stream
 from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
 from xagents.utils.models import NumpyForward, Output, build_model
@@ -113,7 +113,7 @@ class ACER(BaseAgent):
             'model', tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon)
         )
         self.buffer = SegmentBuffer(buffer_size, n_steps, self.n_envs, envs.single_observation_space,
-                                    envs.single_action_space, seed=None if self.seed is None else self.seed + 1,
+                                    envs.single_action_space, seed=random_stream(self.seed, REPLAY),
                                     frame_stack_axis=-1 if frame_stacked(envs) else None)
         self.numpy_forward = NumpyForward(self.model) if NumpyForward.supports(self.model) else None
         self.graph_forward = tf.function(self.model)

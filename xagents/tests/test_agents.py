@@ -162,3 +162,16 @@ def _policy(agent) -> np.ndarray:
 
 def _entropy(probabilities: np.ndarray) -> float:
     return float(-(probabilities * np.log(probabilities + 1e-12)).sum(-1).mean())
+
+
+@pytest.mark.parametrize('agent_class', [DQN, ACER])
+def test_an_agents_random_streams_are_shared_with_no_env(agent_class):
+    """Gymnasium seeds env i's generator from seed + i; an agent drawing its actions (or replay samples)
+    from the same stream would repeat an env's reset draws in its own choices."""
+    from gymnasium.utils.seeding import np_random
+
+    agent = agent_class.from_env('CartPole-v1', seed=0, n_envs=2, quiet=True, **SMALL[agent_class])
+    envs = [np_random(0 + i)[0] for i in range(2)]  # what envs.reset(seed=0) gives env i
+    streams = envs + [agent.rng, agent.buffer.rng]
+    draws = {tuple(stream.bit_generator.random_raw(4)) for stream in streams}
+    assert len(draws) == 4

@@ -109,8 +109,14 @@ def test_bad_weights_files(workdir):
         agent.load_weights(['junk.tf'])
     pendulum = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=16, mini_batches=2, checkpoints=['p.tf'], quiet=True)
     pendulum.save_models()
-    with pytest.raises(ValueError, match='p.tf does not fit this model'):
+    with pytest.raises(ValueError, match='p.tf comes from a run with env Pendulum-v1, this one has CartPole-v1'):
         agent.load_weights(['p.tf'])
+    with open('wide.cfg', 'w') as file:  # the same agent and env, another network
+        file.write('[dense-1]\nunits=32\nactivation=tanh\n[dense-2]\noutput=1\n[dense-3]\nunits=1\noutput=1\n')
+    wide = PPO.from_env('CartPole-v1', n_envs=2, model='wide.cfg', checkpoints=['wide.tf'], quiet=True)
+    wide.save_models()
+    with pytest.raises(ValueError, match='wide.tf does not fit this model'):
+        agent.load_weights(['wide.tf'])
 
 
 def test_resume_continues_steps_and_best_reward(workdir):
@@ -157,7 +163,7 @@ def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_ret
     assert agent.reward_buffer[-1] == 3.0  # scores stay the env's
 
 
-@pytest.mark.parametrize('agent_class, seed, max_steps', [(PPO, 0, 60_000), (TRPO, 0, 80_000), (A2C, 1, 600_000)])
+@pytest.mark.parametrize('agent_class, seed, max_steps', [(PPO, 0, 60_000), (TRPO, 0, 80_000), (A2C, 0, 450_000)])
 def test_gaussian_policies_learn_pendulum(agent_class, seed, max_steps):
     """Random play scores about -1200; PPO and TRPO's tuned settings pass -250 in 40k-70k steps, A2C's
     (rewards normalised, as RL Zoo's) in about half a million."""

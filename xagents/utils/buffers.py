@@ -184,7 +184,7 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, n_envs: int, observation_space: gym.Space,
                  action_space: gym.Space, n_steps: int = 1, gamma: float = 0.99,
-                 seed: int | None = None, frame_stack_axis: int | None = None) -> None:
+                 seed: int | np.random.Generator | None = None, frame_stack_axis: int | None = None) -> None:
         """Allocate the storage.
 
         Args:
@@ -194,7 +194,7 @@ class ReplayBuffer:
             action_space: The single env's action space.
             n_steps: Number of rewards summed into each sampled transition.
             gamma: Discount factor.
-            seed: Seed of the sampling generator.
+            seed: Seed of the sampling generator, or the generator itself.
             frame_stack_axis: None to store observations whole; the stacking axis of frame-stack
                 observations (-1 for channels-last ``(H, W, K)``, 0 for ``FrameStackObservation``'s
                 ``(K, ...)``) to store each frame once.
@@ -499,7 +499,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def __init__(self, capacity: int, n_envs: int, observation_space: gym.Space,
                  action_space: gym.Space, n_steps: int = 1, gamma: float = 0.99,
-                 seed: int | None = None, frame_stack_axis: int | None = None,
+                 seed: int | np.random.Generator | None = None, frame_stack_axis: int | None = None,
                  alpha: float = 0.6, beta: float = 0.4, beta_steps: int = 1_000_000,
                  epsilon: float = 1e-6) -> None:
         """Allocate the storage and the sum tree.
@@ -666,7 +666,7 @@ class SegmentBuffer:
     """
 
     def __init__(self, capacity: int, n_steps: int, n_envs: int, observation_space: gym.Space,
-                 action_space: gym.spaces.Discrete, seed: int | None = None,
+                 action_space: gym.spaces.Discrete, seed: int | np.random.Generator | None = None,
                  frame_stack_axis: int | None = None) -> None:
         """Allocate the storage.
 
@@ -676,7 +676,7 @@ class SegmentBuffer:
             n_envs: Env columns per segment.
             observation_space: The single env's observation space.
             action_space: The single env's Discrete action space.
-            seed: Seed of the sampling generator.
+            seed: Seed of the sampling generator, or the generator itself.
             frame_stack_axis: None to store observations whole; the stacking axis of frame-stack
                 observations (-1 for channels-last Atari stacks) to store each frame once.
         """
