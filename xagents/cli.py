@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
 
 import xagents
@@ -109,21 +110,32 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         args['n_envs'] = 1
     quiet = args.get('quiet', False)
     configure_logging(quiet)
-    instance = None
+    prog, instance = f'xagents {command} {agent}', None
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated run stops as on Ctrl-C
     try:
-        with contextlib.suppress(KeyboardInterrupt):
-            instance = agent_class(agent).from_env(env_id, **args)
-            if weights:
-                instance.load_weights(weights)
-            if command == 'train':
-                instance.fit(**run_args)
-            else:
-                reward = instance.play(seed=args.get('seed'), **run_args)
-                logging.getLogger('xagents').info('Episode reward: %.2f', reward)
-    except (ValueError, FileNotFoundError, gym.error.Error) as error:
-        if instance is not None and instance.training_started:
+        instance = agent_class(agent).from_env(env_id, **args)
+        if weights:
+            instance.load_weights(weights)
+        if command == 'train':
+            instance.fit(**run_args)
+        else:
+            reward = instance.play(seed=args.get('seed'), **run_args)
+            logging.getLogger('xagents').info('Episode reward: %.2f', reward)
+    except KeyboardInterrupt:
+        if instance is None or not instance.training_started:
+            fail(f'{prog}: interrupted', 130)
+        saved = [name for name, path in (('weights', instance.checkpoints), ('history', instance.history_checkpoint))
+                 if path]
+        fail(f'{prog}: interrupted at step {instance.steps}' + (f'; {" and ".join(saved)} saved' if saved else ''),
+             130)
+    except (ValueError, OSError, gym.error.Error) as error:
+        if instance is None or not instance.training_started:
+            fail(f'{prog}: error: {error}')
+        if not isinstance(error, OSError):
             raise
-        fail(f'xagents {command} {agent}: error: {error}')
+        # A write that failed during training (a full disk, say) left the previous file whole.
+        written = f'could not write {error.filename}: {error.strerror}' if error.filename else str(error)
+        fail(f'{prog}: error: {written}; the files written before are kept', 1)
     finally:
         if instance is not None:
             instance.envs.close()
@@ -247,6 +259,14 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``xagents`` console script."""
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    try:
+        run_command(argv)
+    except KeyboardInterrupt:  # Ctrl-C before training started (loading TensorFlow, building envs)
+        fail('xagents: interrupted', 130)
+
+
+def run_command(argv: list[str]) -> None:
+    """Dispatch ``argv`` to its command; checks that need no TensorFlow come before it loads."""
     if not argv or argv[0] in ('-h', '--help'):
         print(usage())
         return
@@ -254,9 +274,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f'xagents {xagents.__version__}')
         return
     command, rest = argv[0], argv[1:]
-    if command in ('train', 'play') and rest:
-        with native_stderr_silenced():
-            importlib.import_module('tensorflow')  # loaded here so its start-up noise stays hidden
     if command not in COMMANDS:
         fail(f'xagents: error: unknown command {command!r} (choose from {", ".join(COMMANDS)})')
     if command == 'plot':
@@ -272,6 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     agent, rest = rest[0], rest[1:]
     if agent not in AGENTS:
         fail(f'xagents {command}: error: unknown agent {agent!r} (choose from {", ".join(AGENTS)})')
+    with native_stderr_silenced():
+        importlib.import_module('tensorflow')  # loaded here so its start-up noise stays hidden
     if not rest:
         build_parser(command, agent).print_help()
         return

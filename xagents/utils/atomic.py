@@ -1,18 +1,35 @@
-"""Write files so that a kill at any moment leaves the previous version or the new one, whole."""
+"""Write files so that a kill at any moment leaves the previous version or the new one, whole.
+
+Also the checks that let a run refuse an output location before it starts, and the clean-up of
+temporary files that a killed write left behind.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from typing import IO, Iterator
 
 
+def _temporary_prefix(path: str) -> str:
+    return f'.{os.path.basename(path)}.'
+
+
 @contextlib.contextmanager
 def atomic_write(path: str) -> Iterator[IO[bytes]]:
-    """Yield a temporary file beside ``path``; on success fsync it and rename it over ``path``."""
+    """Yield a temporary file beside ``path``; on success fsync it and rename it over ``path``.
+
+    Raises:
+        OSError: writing failed (full disk, read-only location...); it names ``path``, and ``path``
+            still holds its previous content.
+    """
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f'.{os.path.basename(path)}.', dir=directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(prefix=_temporary_prefix(path), dir=directory)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, path) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes 0600 files; give the usual permissions
@@ -22,7 +39,47 @@ def atomic_write(path: str) -> Iterator[IO[bytes]]:
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
+        if isinstance(error, OSError) and error.filename is None:
+            raise OSError(error.errno, error.strerror, path) from None
         raise
+
+
+def check_writable(path: str, directory: bool = False) -> None:
+    """Raise a ValueError naming ``path`` unless a file (or, with ``directory``, files inside a
+    directory) can be written there; missing parent directories are created, as writing would."""
+    folder = path if directory else os.path.dirname(os.path.abspath(path))
+    if directory and os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f'{path} is not a directory')
+    if not directory and os.path.isdir(path):
+        raise ValueError(f'{path} is a directory, expected a file name')
+    parent = os.path.dirname(os.path.normpath(path))
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if parent and not os.path.isdir(parent):
+        raise ValueError(f'cannot write {path}: {parent} is not a directory')
+    try:
+        os.makedirs(folder, exist_ok=True)
+        descriptor, probe = tempfile.mkstemp(prefix=_temporary_prefix(path), dir=folder)
+        os.close(descriptor)
+        os.remove(probe)
+    except OSError as error:
+        raise ValueError(f'cannot write {path}: {error.strerror}') from None
+
+
+def remove_stale_temporaries(path: str) -> list[str]:
+    """Delete the temporary files that writes of ``path`` left when killed; return their names."""
+    directory = os.path.dirname(os.path.abspath(path))
+    pattern = re.compile(re.escape(_temporary_prefix(path)) + r'[A-Za-z0-9_]{8}$')
+    try:
+        names = [name for name in os.listdir(directory) if pattern.match(name)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(directory, name))
+            removed.append(os.path.join(directory, name))
+    return removed

@@ -1,10 +1,12 @@
-"""Checkpoints: one file per model holding its weights, its optimizer's state and counters.
+"""Checkpoints: one file per model holding its weights, its optimizer's state, counters and its origin.
 
 Files are NumPy ``.npz`` archives written atomically (any name works, e.g. ``ppo-cartpole.tf``):
-a kill while saving leaves the previous checkpoint readable.
+a kill while saving leaves the previous checkpoint readable. Each records which agent, env and
+spaces it was trained for, so another run's weights are refused rather than loaded.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import zipfile
 
@@ -15,11 +17,14 @@ from xagents.utils.atomic import atomic_write
 
 
 def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
-                    extras: dict[str, np.ndarray] | None = None, **counters: int) -> None:
+                    extras: dict[str, np.ndarray] | None = None, identity: dict[str, str] | None = None,
+                    **counters: int) -> None:
     """Save ``model``'s weights, ``optimizer``'s variables (if any), named ``extras`` arrays (such
-    as observation statistics) and integer counters."""
+    as observation statistics), the run's ``identity`` (agent, env, spaces) and integer counters."""
     arrays = {f'model/{i}': weight.numpy() for i, weight in enumerate(model.weights)}
     arrays.update({f'extra/{name}': np.asarray(value) for name, value in (extras or {}).items()})
+    arrays.update({f'identity/{name}': np.asarray(value) for name, value in (identity or {}).items()
+                   if value is not None})
     if optimizer is not None:
         arrays.update({f'optimizer/{i}': v.numpy() for i, v in enumerate(optimizer.variables)})
     arrays.update({f'counter/{name}': np.asarray(value) for name, value in counters.items()})
@@ -27,26 +32,60 @@ def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
         np.savez(file, **arrays)
 
 
-def load_checkpoint(path: str, model: tf.keras.Model, optimizer=None) -> dict[str, np.ndarray]:
-    """Restore what :func:`save_checkpoint` wrote into ``model`` (and ``optimizer``); return extras.
+@dataclasses.dataclass
+class Checkpoint:
+    """A checkpoint file's arrays, read but not yet restored into a model."""
+
+    path: str
+    arrays: dict[str, np.ndarray]
+
+    def _section(self, prefix: str) -> dict[str, np.ndarray]:
+        return {key.split('/', 1)[1]: value for key, value in self.arrays.items() if key.startswith(prefix + '/')}
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """What it was trained for: ``agent``, ``env_id``, spaces (empty for files of older versions)."""
+        return {name: str(value) for name, value in self._section('identity').items()}
+
+    @property
+    def steps(self) -> int | None:
+        counters = self._section('counter')
+        return int(counters['steps']) if 'steps' in counters else None
+
+    @property
+    def extras(self) -> dict[str, np.ndarray]:
+        return self._section('extra')
+
+    def restore(self, model: tf.keras.Model, optimizer=None) -> None:
+        """Assign the weights to ``model`` (and the state to ``optimizer``).
+
+        Raises:
+            ValueError: the arrays do not fit ``model`` or ``optimizer``.
+        """
+        _assign(self.path, 'model', model.weights, self.arrays)
+        if optimizer is not None and any(key.startswith('optimizer/') for key in self.arrays):
+            if not optimizer.built:
+                optimizer.build(model.trainable_variables)
+            _assign(self.path, 'optimizer', optimizer.variables, self.arrays)
+
+
+def read_checkpoint(path: str) -> Checkpoint:
+    """Read what :func:`save_checkpoint` wrote.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: the file is not a checkpoint or does not fit ``model``.
+        ValueError: the file is not a checkpoint.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f'weights file not found: {path}')
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = dict(archive)
-    except (zipfile.BadZipFile, ValueError, OSError):
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
         raise ValueError(f'{path} is not an xagents checkpoint') from None
-    _assign(path, 'model', model.weights, arrays)
-    if optimizer is not None and any(key.startswith('optimizer/') for key in arrays):
-        if not optimizer.built:
-            optimizer.build(model.trainable_variables)
-        _assign(path, 'optimizer', optimizer.variables, arrays)
-    return {key.split('/', 1)[1]: value for key, value in arrays.items() if key.startswith('extra/')}
+    if not any(key.startswith('model/') for key in arrays):
+        raise ValueError(f'{path} is not an xagents checkpoint')
+    return Checkpoint(path, arrays)
 
 
 def _assign(path: str, prefix: str, variables, arrays: dict[str, np.ndarray]) -> None:

@@ -122,10 +122,10 @@ class ArgumentParser(argparse.ArgumentParser):
         fail(f'{self.prog}: error: {message}')
 
 
-def fail(message: str) -> None:
-    """Print a one-line error to stderr and exit with status 2."""
+def fail(message: str, status: int = 2) -> None:
+    """Print a one-line error to stderr and exit with ``status`` (2: bad input; 1: a failure; 130: interrupted)."""
     sys.stderr.write((message.splitlines() or ['error'])[0] + '\n')
-    raise SystemExit(2)
+    raise SystemExit(status)
 
 
 def add_search_flag(group, flag: Flag, tag: str | None = None) -> None:

@@ -1,24 +1,50 @@
-"""Training history as parquet (``mean_reward best_reward episode_reward step time``) and its plots."""
+"""Training history as parquet (``mean_reward best_reward episode_reward step time``) and its plots.
+
+The file also records, in its metadata, which agent, env and spaces produced it, so that a run of
+another agent or env never appends to it.
+"""
 from __future__ import annotations
 
+import json
 import os
 from typing import Sequence
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from xagents.utils.atomic import atomic_write
 
 COLUMNS = ('mean_reward', 'best_reward', 'episode_reward', 'step', 'time')
+IDENTITY_KEY = b'xagents'
+IDENTITY_LABELS = {'agent': 'agent', 'env_id': 'env', 'observation_space': 'observation space',
+                   'action_space': 'action space'}
+
+
+def check_identity(source: str, saved: dict[str, str], current: dict[str, str | None]) -> None:
+    """Raise a ValueError naming ``source`` if it was made by another agent, env or spaces than ``current``."""
+    for key, label in IDENTITY_LABELS.items():
+        theirs, ours = saved.get(key), current.get(key)
+        if theirs and ours and theirs != ours:
+            raise ValueError(f'{source} comes from a run with {label} {theirs}, this one has {ours}')
 
 
 class History:
     """Rows of finished episodes, kept in memory and flushed atomically to a parquet file."""
 
-    def __init__(self, path: str | None) -> None:
-        self.path = path
+    def __init__(self, path: str | None, identity: dict[str, str | None] | None = None) -> None:
+        """Open ``path`` (an existing file's rows are kept) for a run of ``identity``.
+
+        Raises:
+            ValueError: the file is not a history, or comes from another agent, env or spaces.
+        """
+        self.path, self.identity = path, identity or {}
         self.saved = pd.DataFrame({column: [] for column in COLUMNS})
+        if path and os.path.isdir(path):
+            raise ValueError(f'{path} is a directory, expected a file name')
         if path and os.path.exists(path):
             self.saved = read_history(path)
+            check_identity(path, read_identity(path), self.identity)
         self.pending: list[tuple] = []
 
     def __len__(self) -> int:
@@ -41,8 +67,18 @@ class History:
             return
         self.saved, self.pending = self.frame().astype({'step': 'int64'}), []
         if self.path:
+            table = pa.Table.from_pandas(self.saved, preserve_index=False)
+            identity = {key: value for key, value in self.identity.items() if value is not None}
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                                   IDENTITY_KEY: json.dumps(identity).encode()})
             with atomic_write(self.path) as file:
-                self.saved.to_parquet(file, index=False)
+                pq.write_table(table, file)
+
+
+def read_identity(path: str) -> dict[str, str]:
+    """The agent, env and spaces recorded in a history file (empty for files of older versions)."""
+    metadata = pq.read_schema(path).metadata or {}
+    return json.loads(metadata.get(IDENTITY_KEY, b'{}'))
 
 
 def read_history(path: str) -> pd.DataFrame:

@@ -1,0 +1,166 @@
+"""Faults: nothing lost, one clear line. Files from other runs, torn sets, kills, signals, failing writes."""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xagents import A2C, PPO, SAC
+from xagents.utils.history import read_history
+
+QUICK = ['--env', 'CartPole-v1', '--max-steps', '3000', '--n-envs', '2', '--seed', '0']
+
+
+def snapshot(*paths: str) -> dict[str, bytes]:
+    return {path: open(path, 'rb').read() for path in paths}
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['ppo', *QUICK, '--checkpoints', 'same', '--history-checkpoint', 'same'],
+     'expected a path of its own for each checkpoint and the history, got same twice'),
+    (['sac', '--env', 'Pendulum-v1', '--max-steps', '100', '--checkpoints', 'a.tf', 'a.tf', 'b.tf', 'c.tf'],
+     'expected a path of its own for each checkpoint and the history, got a.tf twice'),
+    (['ppo', *QUICK, '--checkpoints', 'notes.txt/w.tf'], 'cannot write notes.txt/w.tf: notes.txt is not a directory'),
+    (['ppo', *QUICK, '--history-checkpoint', 'folder'], 'folder is a directory, expected a file name'),
+    (['ppo', *QUICK, '--tensorboard', 'notes.txt'], 'notes.txt is not a directory'),
+])
+def test_outputs_that_cannot_be_written_are_refused_before_training(xagents_cli, workdir, argv, message):
+    os.mkdir('folder')
+    with open('notes.txt', 'w') as file:
+        file.write('precious')
+    status, out, err = xagents_cli('train', *argv)
+    assert status == 2 and err == f'xagents train {argv[0]}: error: {message}\n'
+    assert 'steps' not in out  # no progress line: refused before training
+    assert sorted(os.listdir('.')) == ['folder', 'notes.txt'] and os.listdir('folder') == []
+    assert open('notes.txt').read() == 'precious'
+
+
+def test_another_agents_or_envs_files_are_refused_in_one_line(xagents_cli, workdir):
+    assert xagents_cli('train', 'a2c', *QUICK, '--checkpoints', 'a2c.tf', '--history-checkpoint', 'a2c.parquet')[0] == 0
+    assert xagents_cli('train', 'ppo', *QUICK, '--checkpoints', 'ppo.tf')[0] == 0
+    files = snapshot('a2c.tf', 'a2c.parquet', 'ppo.tf')
+    # A2C and PPO models have equal shapes: only the recorded identity tells them apart.
+    status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'a2c.tf', '--checkpoints', 'a2c.tf')
+    assert status == 2 and err == 'xagents train ppo: error: a2c.tf comes from a run with agent A2C, this one has PPO\n'
+    status, _, err = xagents_cli('play', 'a2c', '--env', 'CartPole-v1', '--weights', 'ppo.tf')
+    assert status == 2 and err == 'xagents play a2c: error: ppo.tf comes from a run with agent PPO, this one has A2C\n'
+    status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'ppo.tf', '--history-checkpoint', 'a2c.parquet')
+    assert status == 2 and err.endswith('a2c.parquet comes from a run with agent A2C, this one has PPO\n')
+    status, _, err = xagents_cli('train', 'a2c', '--env', 'Acrobot-v1', '--max-steps', '100', '--weights', 'a2c.tf',
+                                 '--history-checkpoint', 'a2c.parquet')
+    assert status == 2 and err.endswith('a2c.parquet comes from a run with env CartPole-v1, this one has Acrobot-v1\n')
+    assert snapshot(*files) == files
+
+
+def test_a_torn_set_of_checkpoints_is_refused(workdir):
+    """SAC saves four files in turn: a kill between two leaves files of different steps."""
+    paths = ['actor.tf', 'critic.tf', 'target.tf', 'alpha.tf']
+    agent = SAC.from_env('Pendulum-v1', seed=0, checkpoints=paths, quiet=True, buffer_initial_size=256,
+                         buffer_batch_size=64)
+    agent.fit(max_steps=400)
+    agent.save_models()
+    first = snapshot(*paths)
+    agent.fit(max_steps=800)
+    agent.save_models()
+    with open('critic.tf', 'wb') as file:  # as if killed after writing the actor of step 800
+        file.write(first['critic.tf'])
+    fresh = SAC.from_env('Pendulum-v1', seed=0, quiet=True)
+    with pytest.raises(ValueError, match=r'expected weights files saved together, got actor.tf at step 800, '
+                                         r'critic.tf at step 400, target.tf at step 800, alpha.tf at step 800'):
+        fresh.load_weights(paths)
+
+
+def test_a_kill_right_after_the_first_history_write_leaves_weights_to_resume_from(workdir, xagents_command):
+    command = xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10000000', '--seed', '0',
+                                 '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', '--log-frequency', '1',
+                                 '--quiet']
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists('h.parquet') and time.time() < deadline:
+            time.sleep(0.005)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert os.path.exists('w.tf')  # saved before the history, never after it
+    resumed = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '2000',
+                                                '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet',
+                                                '--weights', 'w.tf', '--quiet'], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert read_history('h.parquet')['step'].is_monotonic_increasing
+
+
+@pytest.mark.parametrize('signal_number', [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, xagents_command, signal_number):
+    command = xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10000000', '--seed', '0',
+                                 '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet']
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not os.path.exists('h.parquet') and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    process.send_signal(signal_number)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    (line,) = err.splitlines()
+    assert line.startswith('xagents train ppo: interrupted at step ') and line.endswith('; weights and history saved')
+    step = int(line.split('at step ')[1].split(';')[0])
+    history = read_history('h.parquet')
+    assert 0 < history['step'].iloc[-1] <= step and 'Traceback' not in out
+    agent = PPO.from_env('CartPole-v1', quiet=True)
+    agent.load_weights(['w.tf'])  # the weights of the best mean reward in the history
+    assert agent.steps == 0 and np.isfinite(history['best_reward'].iloc[-1])
+
+
+def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command):
+    process = subprocess.Popen(xagents_command + ['train', 'ppo', *QUICK], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # loading TensorFlow
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and len(err.splitlines()) == 1 and err.endswith('interrupted\n'), err
+
+
+def test_a_write_that_fails_during_training_ends_with_one_line_status_1_and_keeps_the_files(workdir,
+                                                                                           xagents_command):
+    files = ['--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet']
+    first = subprocess.run(xagents_command + ['train', 'ppo', *QUICK, *files], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    before, before_history = snapshot('w.tf'), 'before.parquet'
+    with open(before_history, 'wb') as file:
+        file.write(open('h.parquet', 'rb').read())
+
+    def small_files():  # files over 64 KiB (the weights) cannot be written (EFBIG), as on a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+    resumed = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '20000',
+                                                '--n-envs', '2', '--weights', 'w.tf', *files],
+                             capture_output=True, text=True, preexec_fn=small_files)
+    assert resumed.returncode == 1, resumed.stderr
+    (line,) = resumed.stderr.splitlines()
+    assert line == 'xagents train ppo: error: could not write w.tf: File too large; the files written before are kept'
+    assert snapshot('w.tf') == {'w.tf': before['w.tf']}  # the failed write left the previous weights whole
+    pd.testing.assert_frame_equal(read_history('h.parquet').iloc[:len(read_history(before_history))],
+                                  read_history(before_history))
+    assert sorted(os.listdir('.')) == ['before.parquet', 'h.parquet', 'w.tf']  # no temporary file left
+
+
+def test_temporary_files_left_by_a_kill_are_removed_by_the_next_run(workdir):
+    for name in ('.h.parquet.ab12cd34', '.w.tf.9z8y7x6w', '.other.txt.abcdefgh'):
+        open(name, 'w').close()
+    PPO.from_env('CartPole-v1', n_envs=2, checkpoints=['w.tf'], history_checkpoint='h.parquet', quiet=True).fit(
+        max_steps=500)
+    assert sorted(os.listdir('.')) == ['.other.txt.abcdefgh', 'h.parquet', 'w.tf']
+    assert len(pd.read_parquet('h.parquet')) > 0
+
+
+def test_a_python_agent_refuses_another_agents_history(workdir):
+    PPO.from_env('CartPole-v1', n_envs=2, history_checkpoint='h.parquet', quiet=True).fit(max_steps=500)
+    with pytest.raises(ValueError, match='h.parquet comes from a run with agent PPO, this one has A2C'):
+        A2C.from_env('CartPole-v1', history_checkpoint='h.parquet', quiet=True)
