@@ -9,6 +9,9 @@ def __getattr__(name: str):
     if name in _AGENTS:
         import importlib
 
+        from xagents.utils.console import load_tensorflow
+
+        load_tensorflow()  # without its start-up noise
         return getattr(importlib.import_module(_AGENTS[name]), name)
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 

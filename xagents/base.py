@@ -10,7 +10,6 @@ import collections
 import contextlib
 import functools
 import importlib.resources
-import json
 import logging
 import os
 import sys
@@ -25,12 +24,16 @@ from gymnasium.wrappers.utils import RunningMeanStd
 from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer
 from xagents.utils.atomic import check_writable, remove_stale_temporaries
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
+from xagents.utils.console import console_logging
 from xagents.utils.distributions import DiagGaussian, distribution_for
-from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, create_envs, env_settings, frame_stacked, is_atari
+from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, create_envs, env_settings, frame_stacked
 from xagents.utils.history import History, check_identity
+from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model
+from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
 from xagents.utils.sinks import TensorBoardSink, WandbSink
+from xagents.utils.validation import validated
 
 logger = logging.getLogger('xagents')
 ACTING, REPLAY = 1, 2  # purposes of an agent's NumPy random streams (see random_stream)
@@ -47,6 +50,13 @@ class BaseAgent:
     supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
     model_roles: tuple[str, ...] = ('model',)
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Every agent's constructor checks its arguments by kind (``xagents.utils.validation``)."""
+        super().__init_subclass__(**kwargs)
+        if '__init__' in vars(cls):
+            cls.__init__ = validated(cls.__init__)
+
+    @validated
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
@@ -89,9 +99,11 @@ class BaseAgent:
             early_stop_patience: Learning-rate reductions without improvement before stopping.
             quiet: Log nothing.
         """
-        check_positive(reward_buffer_size=reward_buffer_size, log_frequency=log_frequency,
-                       plateau_reduce_patience=plateau_reduce_patience,
-                       early_stop_patience=early_stop_patience, lr=lr, lr_decay_steps=lr_decay_steps)
+        if not isinstance(envs.single_observation_space, gym.spaces.Box):
+            raise ValueError(
+                f'{type(self).__name__} expects Box observations (envs made by create_envs one-hot encode '
+                f'Discrete ones), got {envs.single_observation_space}'
+            )
         if not isinstance(envs.single_action_space, self.supported_action_spaces):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
             raise ValueError(
@@ -119,6 +131,8 @@ class BaseAgent:
         self.plateau_reduce_patience = plateau_reduce_patience
         self.early_stop_patience = early_stop_patience
         self.quiet = quiet
+        if not quiet:
+            console_logging()
         if seed is not None:
             tf.keras.utils.set_random_seed(seed)
         self.rng = random_stream(seed, ACTING)
@@ -149,17 +163,7 @@ class BaseAgent:
         The file maps ``default`` (every env), ``atari`` (ALE ids) and env ids to settings;
         later entries override earlier ones and explicit arguments override them all.
         """
-        package = cls.__module__.rsplit('.', 1)[0]
-        try:
-            text = importlib.resources.files(package).joinpath('hyperparameters.json').read_text()
-        except FileNotFoundError:
-            return {}
-        table = json.loads(text)
-        values = dict(table.get('default', {}))
-        if is_atari(env_id):
-            values.update(table.get('atari', {}))
-        values.update(table.get(env_id, {}))
-        return values
+        return read_presets(cls.__module__.rsplit('.', 1)[0], env_id)
 
     @classmethod
     def from_env(cls, env_id: str, **kwargs):
@@ -284,6 +288,7 @@ class BaseAgent:
         """Interact with the envs and update once; return loss metrics."""
         raise NotImplementedError
 
+    @validated
     def fit(
         self,
         target_reward: float | None = None,
@@ -367,7 +372,6 @@ class BaseAgent:
                eval_episodes: int, stop_on: str) -> None:
         if target_reward is None and max_steps is None:
             raise ValueError('expected target_reward or max_steps (or both), got neither')
-        check_positive(max_steps=max_steps, eval_frequency=eval_frequency, eval_episodes=eval_episodes)
         if stop_on not in ('train', 'eval'):
             raise ValueError(f"expected stop_on 'train' or 'eval', got {stop_on!r}")
         if stop_on == 'eval' and not eval_frequency:
@@ -537,6 +541,7 @@ class BaseAgent:
         return float(returns.mean())
 
     # ------------------------------------------------------------------------------- play
+    @validated
     def play(
         self,
         env_id: str | None = None,
@@ -585,11 +590,13 @@ class OnPolicy(BaseAgent):
                 normalize); scores stay the env's; the statistics are saved with the first model.
         """
         super().__init__(envs, **kwargs)
-        check_positive(n_steps=n_steps)
         self.n_steps, self.lam = n_steps, lam
         self.distribution = distribution_for(envs.single_action_space)
-        self.rollout = RolloutBuffer(n_steps, self.n_envs, envs.single_observation_space,
-                                     envs.single_action_space)
+        space = envs.single_observation_space
+        per_step = self.n_envs * (space.dtype.itemsize * int(np.prod(space.shape)) + 64)
+        # The rollout, its flattened copy for the update and the update's own tensors.
+        check_fits(f'a rollout of {n_steps:,} steps of {self.n_envs} envs', 3 * per_step * n_steps, 'lower --n-steps')
+        self.rollout = RolloutBuffer(n_steps, self.n_envs, space, flat_actions(envs.single_action_space))
         self.return_stats = RunningMeanStd(shape=()) if normalize_rewards else None
         self.discounted_returns = np.zeros(self.n_envs)  # per env, for return_stats
 
@@ -782,10 +789,6 @@ class OffPolicy(BaseAgent):
                 first model's checkpoint and frozen outside training.
         """
         super().__init__(envs, **kwargs)
-        check_positive(buffer_max_size=buffer_max_size, buffer_initial_size=buffer_initial_size,
-                       buffer_batch_size=buffer_batch_size, update_every=update_every,
-                       gradient_steps=gradient_steps, n_steps=n_steps, tau=tau,
-                       priority_beta_steps=priority_beta_steps)
         if buffer_initial_size > buffer_max_size:
             raise ValueError(f'expected buffer_initial_size <= buffer_max_size = {buffer_max_size}, '
                              f'got {buffer_initial_size}')
@@ -799,12 +802,6 @@ class OffPolicy(BaseAgent):
         if update_every % self.n_envs:
             raise ValueError(f'expected update_every to be a multiple of n_envs = {self.n_envs}, '
                              f'got {update_every}')
-        if tau > 1:
-            raise ValueError(f'expected 0 < tau <= 1, got {tau}')
-        if start_steps is not None and start_steps < 0:
-            raise ValueError(f'expected start_steps >= 0, got {start_steps}')
-        if update_after < 0:
-            raise ValueError(f'expected update_after >= 0, got {update_after}')
         self.update_after = update_after
         self.buffer_max_size, self.buffer_initial_size = buffer_max_size, buffer_initial_size
         self.buffer_batch_size, self.update_every, self.gradient_steps = (
@@ -821,16 +818,22 @@ class OffPolicy(BaseAgent):
         else:
             if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
                 raise ValueError(f'{type(self).__name__} expected a bounded Box action space, got {space}')
-            self.action_low, self.action_high = space.low, space.high
-            stored_actions = gym.spaces.Box(-1.0, 1.0, space.shape, np.float32)
+            # Inside the agent a Box action is a vector in [-1, 1]^d; env_actions scales and shapes it.
+            self.action_low, self.action_high = space.low.ravel(), space.high.ravel()
+            stored_actions = gym.spaces.Box(-1.0, 1.0, self.action_low.shape, np.float32)
         buffer_class = PrioritizedReplayBuffer if prioritized else ReplayBuffer
         buffer_kwargs = dict(alpha=priority_alpha, beta=priority_beta,
                              beta_steps=priority_beta_steps) if prioritized else {}
-        self.buffer = buffer_class(
-            buffer_max_size, self.n_envs, envs.single_observation_space, stored_actions,
-            n_steps=n_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
-            frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs,
-        )
+
+        def replay_buffer(capacity: int) -> ReplayBuffer:
+            return buffer_class(capacity, self.n_envs, envs.single_observation_space, stored_actions,
+                                n_steps=n_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
+                                frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs)
+
+        per_transition = replay_buffer(self.n_envs * (n_steps + 1024)).bytes_per_transition  # pages untouched
+        check_fits(f'a replay buffer of {buffer_max_size:,} transitions', per_transition * buffer_max_size,
+                   'lower --buffer-max-size')
+        self.buffer = replay_buffer(buffer_max_size)
         self.observation_stats = None
         if normalize_observations:
             shape = envs.single_observation_space.shape
@@ -907,7 +910,8 @@ class OffPolicy(BaseAgent):
         """Agent actions as the env expects them: Box actions scaled from ``[-1, 1]`` to the bounds."""
         if self.discrete:
             return super().env_actions(actions)
-        return self.action_low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (self.action_high - self.action_low)
+        scaled = self.action_low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (self.action_high - self.action_low)
+        return scaled.reshape((len(scaled),) + self.envs.single_action_space.shape)
 
     def explore(self, observations: np.ndarray) -> np.ndarray:
         """Training actions (agent space: indices, or ``[-1, 1]`` for Box) for a batch of observations."""
@@ -1034,6 +1038,13 @@ def _reward(value: float) -> str:
     return f'{value:.2f}' if np.isfinite(value) else 'n/a'
 
 
+def flat_actions(space: gym.Space) -> gym.Space:
+    """The action space as agents store it: a Box flattened to a vector, anything else as it is."""
+    if isinstance(space, gym.spaces.Box):
+        return gym.spaces.Box(space.low.ravel(), space.high.ravel(), dtype=space.dtype)
+    return space
+
+
 def random_stream(seed: int | None, purpose: int) -> np.random.Generator:
     """The NumPy generator an agent seeded with ``seed`` uses for ``purpose``.
 
@@ -1042,10 +1053,3 @@ def random_stream(seed: int | None, purpose: int) -> np.random.Generator:
     keyed by ``[seed, purpose]`` are shared with no env and with no other purpose.
     """
     return np.random.default_rng(None if seed is None else [seed, purpose])
-
-
-def check_positive(**values) -> None:
-    """Raise a ValueError naming the first of ``values`` that is not > 0 (None is allowed)."""
-    for name, value in values.items():
-        if value is not None and value <= 0:
-            raise ValueError(f'expected {name} > 0, got {value}')

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
+import dataclasses
 import logging
 import os
 import signal
 import sys
 
 import xagents
-from xagents.utils.cli import AGENTS, ArgumentParser, Flag, agent_class, constructors, fail, flags_of
+from xagents.utils.cli import AGENTS, ArgumentParser, Flag, agent_class, fail, flags_of
+from xagents.utils.console import load_tensorflow
+from xagents.utils.presets import read_presets
+from xagents.utils.signatures import static_constructors, static_function
 
 COMMANDS = {
     'train': 'train an agent on an environment',
@@ -30,52 +32,74 @@ def usage() -> str:
     return '\n'.join(lines)
 
 
+# Flags come from the signatures read from source (xagents.utils.signatures): help and bad flags are
+# answered without loading TensorFlow.
 def env_flags() -> list[Flag]:
-    from xagents.utils.envs import create_envs
+    return flags_of([static_function('xagents.utils.envs', 'create_envs')], skip={'seed'})
 
-    return flags_of([create_envs], skip={'seed'})
+
+def fit_flags() -> list[Flag]:
+    return flags_of([static_function('xagents.base', 'BaseAgent.fit')])
 
 
 def training_flags() -> list[Flag]:
-    from xagents.base import BaseAgent
-
-    flags = flags_of([BaseAgent.__init__, BaseAgent.fit])
+    flags = flags_of([static_function('xagents.base', 'BaseAgent.__init__'), static_function('xagents.base', 'BaseAgent.fit')])
     return flags + [Flag('weights', 'list', None, 'Weights files to start from (resumes with an existing history).')]
 
 
 def play_flags() -> list[Flag]:
-    from xagents.base import BaseAgent
-
-    return flags_of([BaseAgent.play], skip={'env_id', 'seed'}) + [
+    return flags_of([static_function('xagents.base', 'BaseAgent.play')], skip={'env_id', 'seed'}) + [
         Flag('weights', 'list', None, 'Weights files saved by --checkpoints (required).')
     ]
 
 
-def agent_flags(klass: type) -> list[Flag]:
-    from xagents.base import BaseAgent
+def agent_flags(agent: str) -> list[Flag]:
+    """The flags of ``agent``'s own constructors (most derived first), below BaseAgent's."""
+    return flags_of(static_constructors(xagents._AGENTS[agent.upper()], agent.upper()))
 
-    return flags_of(constructors(klass, BaseAgent))
+
+def requested_env(argv: list[str]) -> str | None:
+    """The ``--env`` given in ``argv``, if any (help then shows that env's tuned defaults)."""
+    for index, word in enumerate(argv):
+        if word == '--env' and index + 1 < len(argv):
+            return argv[index + 1]
+        if word.startswith('--env='):
+            return word.split('=', 1)[1]
+    return None
 
 
-def build_parser(command: str, agent: str | None) -> ArgumentParser:
+def build_parser(command: str, agent: str | None, env_id: str | None = None) -> ArgumentParser:
+    """The parser of ``xagents COMMAND [AGENT]``; with ``env_id``, defaults tuned for it are the ones shown."""
     prog = f'xagents {command}' + (f' {agent}' if agent else '')
     parser = ArgumentParser(prog=prog, add_help=False, allow_abbrev=False,
                             description=f'{COMMANDS[command]}.',
                             formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=40))
     general = parser.add_argument_group('general flags')
     general.add_argument('--env', required=agent is not None, default=argparse.SUPPRESS, help=ENV_HELP)
+    # An agent's own signature gives a shared flag its default and help (PPO's lr is not BaseAgent's),
+    # and with --env given, the defaults tuned for that env are the ones shown.
+    own = {flag.name: flag for flag in agent_flags(agent)} if agent else {}
+    try:
+        tuned = read_presets(xagents._AGENTS[agent.upper()], env_id) if agent and env_id else {}
+    except ValueError:  # an unknown env: refused once the flags are parsed
+        tuned = {}
+
+    def shown(flag: Flag) -> Flag:
+        flag = own.pop(flag.name, flag)
+        if flag.name not in tuned:
+            return flag
+        return dataclasses.replace(flag, default=tuned[flag.name], help=f'{flag.help} [tuned for {env_id}]')
+
     for flag in env_flags():
-        flag.add_to(general)
+        shown(flag).add_to(general)
     general.add_argument('--seed', type=int, default=argparse.SUPPRESS, metavar='N',
                          help='Seed for TensorFlow, NumPy and the envs; same seed, same history.')
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
-    # An agent's own signature gives a shared flag its default and help (PPO's lr is not BaseAgent's).
-    own = {flag.name: flag for flag in agent_flags(agent_class(agent))} if agent else {}
     if command == 'train':
         group = parser.add_argument_group('training flags')
         for flag in training_flags():
             if flag.name != 'seed':
-                own.pop(flag.name, flag).add_to(group)
+                shown(flag).add_to(group)
     else:
         group = parser.add_argument_group('play flags')
         for flag in play_flags():
@@ -86,9 +110,9 @@ def build_parser(command: str, agent: str | None) -> ArgumentParser:
             'explicit flags win)'
         )
         names = {action.dest for action in parser._actions}
-        for flag in own.values():
+        for flag in list(own.values()):
             if flag.name not in names:
-                flag.add_to(group)
+                shown(flag).add_to(group)
     return parser
 
 
@@ -96,12 +120,11 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     """Parse flags, build envs and the agent, then train or play."""
     import gymnasium as gym
 
-    args = vars(build_parser(command, agent).parse_args(argv))
+    args = vars(build_parser(command, agent, requested_env(argv)).parse_args(argv))
+    load_tensorflow()  # once the flags parsed: a misspelt flag is refused without it
     env_id = args.pop('env')
     weights = args.pop('weights', None)
-    from xagents.base import BaseAgent
-
-    fit_names = {flag.name for flag in flags_of([BaseAgent.fit])}
+    fit_names = {flag.name for flag in fit_flags()}
     play_names = {flag.name for flag in play_flags()} - {'weights'}
     run_args = {name: args.pop(name) for name in list(args) if name in fit_names | play_names}
     if command == 'play':
@@ -151,11 +174,16 @@ def run_plot(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     from xagents.utils.history import plot_history
 
+    from xagents.utils.atomic import check_writable
+
     labels = args.labels or [os.path.basename(path) for path in args.histories]
     try:
         for path in args.histories:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f'history file not found: {path}')
+        if os.path.exists(args.output):
+            raise ValueError(f'{args.output} exists: choose another --output')
+        check_writable(args.output)
         plot_history(args.histories, labels, args.env, args.history_interval, args.output)
     except (ValueError, FileNotFoundError) as error:
         fail(f'xagents plot: error: {error}')
@@ -200,8 +228,8 @@ def run_tune(argv: list[str]) -> None:
 
     import optuna
 
-    with native_stderr_silenced():
-        from xagents.utils import tuning  # imports TensorFlow (agent signatures): hide its noise
+    load_tensorflow()
+    from xagents.utils import tuning
     if not argv or argv[0].startswith('-'):
         if argv and argv[0] not in ('-h', '--help'):
             fail(f'xagents tune: error: expected an agent ({", ".join(AGENTS)}) before flags, got {argv[0]}')
@@ -229,25 +257,15 @@ def run_tune(argv: list[str]) -> None:
     optuna.logging.set_verbosity(logging.WARNING)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated search stops as on Ctrl-C
     try:
-        tuning.tune(agent, env_id, search, **options)
+        study = tuning.tune(agent, env_id, search, **options)
     except ValueError as error:
         fail(f'xagents tune {agent}: error: {error}')
     except KeyboardInterrupt:
         raise SystemExit(130)
-
-
-@contextlib.contextmanager
-def native_stderr_silenced():
-    """Hide what TensorFlow's C++ runtime prints while it loads (CUDA probes, oneDNN notes)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, 'w') as devnull:
-        os.dup2(devnull.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    states = [trial.state for trial in study.get_trials(deepcopy=False)]
+    if optuna.trial.TrialState.COMPLETE not in states:
+        fail(f'xagents tune {agent}: error: no trial of study {study.study_name} completed '
+             f'({len(states)} failed or pruned)', 1)
 
 
 def configure_logging(quiet: bool) -> None:
@@ -263,6 +281,9 @@ def main(argv: list[str] | None = None) -> None:
         run_command(argv)
     except KeyboardInterrupt:  # Ctrl-C before training started (loading TensorFlow, building envs)
         fail('xagents: interrupted', 130)
+    except BrokenPipeError:  # output piped into a program that stopped reading (| head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1)
 
 
 def run_command(argv: list[str]) -> None:
@@ -289,8 +310,6 @@ def run_command(argv: list[str]) -> None:
     agent, rest = rest[0], rest[1:]
     if agent not in AGENTS:
         fail(f'xagents {command}: error: unknown agent {agent!r} (choose from {", ".join(AGENTS)})')
-    with native_stderr_silenced():
-        importlib.import_module('tensorflow')  # loaded here so its start-up noise stays hidden
     if not rest:
         build_parser(command, agent).print_help()
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 import gymnasium as gym
 import tensorflow as tf
 
-from xagents.base import OnPolicy, check_positive
+from xagents.base import OnPolicy
 
 
 OPTIMIZERS = ('rmsprop', 'adam')
@@ -51,9 +51,6 @@ class A2C(OnPolicy):
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f'expected optimizer {" or ".join(OPTIMIZERS)}, got {optimizer!r}')
-        if not 0 <= rmsprop_alpha < 1:
-            raise ValueError(f'expected 0 <= rmsprop_alpha < 1, got {rmsprop_alpha}')
-        check_positive(rmsprop_epsilon=rmsprop_epsilon, grad_norm=grad_norm)
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
         self.model = self.build_actor_critic(model)
         rmsprop = tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon,

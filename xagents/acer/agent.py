@@ -7,9 +7,10 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import REPLAY, BaseAgent, check_positive, random_stream
+from xagents.base import REPLAY, BaseAgent, random_stream
 from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
+from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 
@@ -87,13 +88,6 @@ class ACER(BaseAgent):
             replay_start: Segments stored before replay starts (Baselines: 10,000 frames per env).
         """
         super().__init__(envs, lr=lr, **kwargs)
-        check_positive(n_steps=n_steps, rmsprop_epsilon=rmsprop_epsilon,
-                       grad_norm=grad_norm, importance_c=importance_c, delta=delta, buffer_size=buffer_size)
-        for name, value in (('rmsprop_alpha', rmsprop_alpha), ('ema_alpha', ema_alpha)):
-            if not 0 <= value < 1:
-                raise ValueError(f'expected 0 <= {name} < 1, got {value}')
-        if replay_ratio < 0:
-            raise ValueError(f'expected replay_ratio >= 0, got {replay_ratio}')
         if not 1 <= replay_start <= buffer_size:
             raise ValueError(f'expected 1 <= replay_start <= buffer_size = {buffer_size}, got {replay_start}')
         self.n_steps = n_steps
@@ -112,9 +106,14 @@ class ACER(BaseAgent):
         self.optimizer = self.make_optimizer(
             'model', tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon)
         )
-        self.buffer = SegmentBuffer(buffer_size, n_steps, self.n_envs, envs.single_observation_space,
-                                    envs.single_action_space, seed=random_stream(self.seed, REPLAY),
-                                    frame_stack_axis=-1 if frame_stacked(envs) else None)
+        def segment_buffer(capacity: int) -> SegmentBuffer:
+            return SegmentBuffer(capacity, n_steps, self.n_envs, envs.single_observation_space,
+                                 envs.single_action_space, seed=random_stream(self.seed, REPLAY),
+                                 frame_stack_axis=-1 if frame_stacked(envs) else None)
+
+        check_fits(f'a replay buffer of {buffer_size:,} segments', segment_buffer(1).nbytes * buffer_size,
+                   'lower --buffer-size')
+        self.buffer = segment_buffer(buffer_size)
         self.numpy_forward = NumpyForward(self.model) if NumpyForward.supports(self.model) else None
         self.graph_forward = tf.function(self.model)
 

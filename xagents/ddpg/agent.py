@@ -67,8 +67,6 @@ class DDPG(OffPolicy):
         super().__init__(envs, lr=lr, buffer_initial_size=buffer_initial_size,
                          buffer_batch_size=buffer_batch_size, update_every=update_every,
                          gradient_steps=gradient_steps, tau=tau, **kwargs)
-        if critic_l2 < 0:
-            raise ValueError(f'expected critic_l2 >= 0, got {critic_l2}')
         self.noise_type, self.critic_l2 = noise_type, critic_l2
         dim = int(np.prod(self.action_low.shape))
         self.actor = self.build('actor', actor_model, [Output('action', dim, 'tanh')])

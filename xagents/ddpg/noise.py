@@ -35,8 +35,8 @@ def parse_noise_type(noise_type: str) -> list[tuple[str, float]]:
             value = float(sigma)
         except ValueError:
             raise ValueError(f'expected a number after {kind}_, got {sigma!r} in {noise_type!r}') from None
-        if not value > 0:
-            raise ValueError(f'expected {kind} sigma > 0, got {sigma!r} in {noise_type!r}')
+        if not 0 < value < float('inf'):
+            raise ValueError(f'expected a finite {kind} sigma > 0, got {sigma!r} in {noise_type!r}')
         if kind in dict(parsed):
             raise ValueError(f'expected each noise type once, got {kind} twice in {noise_type!r}')
         parsed.append((kind, value))

@@ -69,13 +69,6 @@ class DQN(OffPolicy):
         super().__init__(envs, lr=lr, buffer_max_size=buffer_max_size,
                          buffer_initial_size=buffer_initial_size, buffer_batch_size=buffer_batch_size,
                          update_every=update_every, gradient_steps=gradient_steps, tau=tau, **kwargs)
-        for name, value in (('target_update_interval', target_update_interval),
-                            ('epsilon_decay_steps', epsilon_decay_steps), ('grad_norm', grad_norm)):
-            if value <= 0:
-                raise ValueError(f'expected {name} > 0, got {value}')
-        for name, value in (('epsilon_start', epsilon_start), ('epsilon_end', epsilon_end)):
-            if not 0 <= value <= 1:
-                raise ValueError(f'expected 0 <= {name} <= 1, got {value}')
         self.target_update_interval = target_update_interval
         self.epsilon_start, self.epsilon_end = epsilon_start, epsilon_end
         self.epsilon_decay_steps = epsilon_decay_steps

@@ -50,15 +50,10 @@ class PPO(OnPolicy):
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
         batch = n_steps * self.n_envs
-        for name, value in (('ppo_epochs', ppo_epochs), ('mini_batches', mini_batches), ('clip_norm', clip_norm)):
-            if value <= 0:
-                raise ValueError(f'expected {name} > 0, got {value}')
         if batch % mini_batches:
             raise ValueError(
                 f'expected mini_batches to divide n_steps * n_envs = {batch}, got {mini_batches}'
             )
-        if target_kl is not None and target_kl <= 0:
-            raise ValueError(f'expected target_kl > 0, got {target_kl}')
         self.clip_norm, self.ppo_epochs, self.mini_batches = clip_norm, ppo_epochs, mini_batches
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
         self.target_kl, self.normalize_advantages = target_kl, normalize_advantages

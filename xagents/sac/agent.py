@@ -78,9 +78,6 @@ class SAC(OffPolicy):
         super().__init__(envs, lr=lr, buffer_initial_size=buffer_initial_size,
                          buffer_batch_size=buffer_batch_size, update_every=update_every,
                          gradient_steps=gradient_steps, tau=tau, **kwargs)
-        for name, value in (('alpha', alpha), ('initial_alpha', initial_alpha)):
-            if value is not None and value <= 0:
-                raise ValueError(f'expected {name} > 0, got {value}')
         self.auto_alpha = alpha is None
         if target_entropy is None:
             target_entropy = 0.98 * math.log(self.n_actions) if self.discrete else -float(

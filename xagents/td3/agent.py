@@ -39,10 +39,5 @@ class TD3(DDPG):
             noise_clip: The smoothing noise is clipped to [-noise_clip, noise_clip].
         """
         super().__init__(envs, actor_model, critic_model, **kwargs)
-        if policy_delay < 1:
-            raise ValueError(f'expected policy_delay >= 1, got {policy_delay}')
-        for name, value in (('policy_noise_coef', policy_noise_coef), ('noise_clip', noise_clip)):
-            if value < 0:
-                raise ValueError(f'expected {name} >= 0, got {value}')
         self.policy_delay = self.target_update_interval = policy_delay
         self.policy_noise_coef, self.noise_clip = policy_noise_coef, noise_clip

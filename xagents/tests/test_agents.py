@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xagents import A2C, ACER, DQN, PPO, SAC, TRPO
+from xagents import A2C, ACER, DQN, PPO, SAC, TD3, TRPO
 
 
 class ShiftedCartPole(gym.ActionWrapper):
@@ -47,7 +47,31 @@ class Scores(gym.Env):
         return np.zeros(1, np.float32), self.slope * self.episode / 2, self.t == 2, False, {}
 
 
+class SquareActions(gym.Env):
+    """Actions are 2x2 matrices in [-1, 3]; the reward is minus their distance to a fixed matrix."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 3.0, (2, 2), np.float32)
+    received: list = []
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        if not self.action_space.contains(np.asarray(action, np.float32)):
+            raise ValueError(f'action {action!r} is not in {self.action_space}')
+        SquareActions.received.append(np.array(action))
+        self.t += 1
+        return np.zeros(3, np.float32), -float(np.abs(action - [[0, 1], [2, 3]]).sum()), False, self.t == 5, {}
+
+
 gym.register('ShiftedCartPole-v0', entry_point=ShiftedCartPole)
+gym.register('SquareActions-v0', entry_point=SquareActions)
 gym.register('RisingScores-v0', entry_point=Scores, kwargs={'slope': 1.0})
 gym.register('FlatScores-v0', entry_point=Scores, kwargs={'slope': 0.0})
 
@@ -175,3 +199,28 @@ def test_an_agents_random_streams_are_shared_with_no_env(agent_class):
     streams = envs + [agent.rng, agent.buffer.rng]
     draws = {tuple(stream.bit_generator.random_raw(4)) for stream in streams}
     assert len(draws) == 4
+
+
+@pytest.mark.parametrize('agent_class, settings', [
+    (PPO, {'n_steps': 32}), (A2C, {}), (TRPO, {'n_steps': 64}),
+    (SAC, {'buffer_initial_size': 64, 'buffer_batch_size': 32, 'update_every': 4, 'gradient_steps': 4}),
+    (TD3, {'buffer_initial_size': 64, 'buffer_batch_size': 32, 'update_every': 4, 'gradient_steps': 4}),
+])
+def test_matrix_shaped_box_actions_reach_the_env_in_their_shape(agent_class, settings):
+    SquareActions.received = []
+    agent = agent_class.from_env('SquareActions-v0', seed=0, n_envs=2, quiet=True, **settings)
+    agent.fit(max_steps=400)
+    assert agent.evaluate(2) < 0 and agent.play() < 0
+    received = np.array(SquareActions.received)
+    assert received.shape[1:] == (2, 2) and received.min() >= -1 and received.max() <= 3
+    assert received.std(axis=0).min() > 0  # every entry is acted on, not one repeated value
+
+
+def test_discrete_observations_are_one_hot_and_tuples_are_refused_in_one_line():
+    agent = PPO.from_env('FrozenLake-v1', seed=0, n_envs=2, n_steps=32, quiet=True)
+    assert agent.envs.single_observation_space == gym.spaces.Box(0.0, 1.0, (16,), np.float32)
+    agent.fit(max_steps=500)
+    assert agent.games > 0 and set(np.unique(agent.observations)) <= {0.0, 1.0}
+    with pytest.raises(ValueError, match=r'^PPO expects Box observations \(envs made by create_envs one-hot encode '
+                                         r'Discrete ones\), got Tuple\(Discrete\(32\), Discrete\(11\), Discrete\(2\)\)$'):
+        PPO.from_env('Blackjack-v1', quiet=True)

@@ -1,13 +1,14 @@
 """The command line as a user meets it: help, one-line errors with exit status 2, the README's run."""
 import os
 import subprocess
+import sys
 
 import cv2
 import pandas as pd
 import pytest
 
+from xagents.utils.cli import AGENTS
 from xagents.utils.history import plot_history
-
 
 
 def test_bare_command_prints_version_usage_and_commands(xagents_cli):
@@ -80,9 +81,9 @@ def test_help_shows_the_defaults_each_agent_uses(agent):
      'trains 1 model(s) (model), got 2 checkpoint path(s)'),
     (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '100', '--weights', 'missing.tf'],
      'weights file not found: missing.tf'),
-    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '0'], 'expected max_steps > 0, got 0'),
+    (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '0'], 'expected max_steps >= 1, got 0'),
     (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--n-envs', '0'], 'expected n_envs >= 1, got 0'),
-    (['train', 'a2c', '--env', 'CartPole-v1', '--max-steps', '10', '--n-steps', '-5'], 'expected n_steps > 0, got -5'),
+    (['train', 'a2c', '--env', 'CartPole-v1', '--max-steps', '10', '--n-steps', '-5'], 'expected n_steps >= 1, got -5'),
     (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--mini-batches', '3'],
      'expected mini_batches to divide n_steps * n_envs = 256, got 3'),
     (['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--n-step', '5'], 'unrecognized arguments: --n-step'),
@@ -170,8 +171,74 @@ def test_plot_command_writes_image(xagents_cli, workdir):
 
 
 def test_every_agent_flag_has_help_text(xagents_cli):
-    from xagents.cli import AGENTS, agent_flags, agent_class, training_flags
+    from xagents.cli import agent_flags, play_flags, training_flags
 
     for agent in AGENTS:
-        for flag in agent_flags(agent_class(agent)) + training_flags():
+        for flag in agent_flags(agent) + training_flags() + play_flags():
             assert flag.help, f'{agent}: {flag.option} has no help'
+
+
+def run_without_tensorflow_check(*argv: str) -> tuple[int, bool, str]:
+    """Run ``xagents ARGV`` in a fresh Python; return (exit status, whether TensorFlow got loaded, stderr)."""
+    script = ('import sys\nfrom xagents.cli import main\ntry:\n    main(sys.argv[1:])\n    code = 0\n'
+              'except SystemExit as exit_:\n    code = exit_.code\n'
+              "sys.stdout.write(f'\\n{code} {\"tensorflow\" in sys.modules}\\n')\n")
+    result = subprocess.run([sys.executable, '-c', script, *argv], capture_output=True, text=True, timeout=120)
+    code, loaded = result.stdout.split()[-2:]
+    return int(code), loaded == 'True', result.stderr
+
+
+@pytest.mark.parametrize('argv, status', [
+    (['train'], 0), (['play'], 0), (['train', 'ppo'], 0), (['train', 'sac', '--env', 'Pendulum-v1', '-h'], 0),
+    (['train', 'dqn', '--env', 'CartPole-v1', '--lr', 'fast'], 2), (['train', 'ppo', '--lrr', '1'], 2),
+    (['train', 'ddqn'], 2), (['fly'], 2), (['play', 'td3', '--env', 'Pendulum-v1', '--frame-frequency', 'x'], 2),
+])
+def test_help_and_flag_errors_need_no_tensorflow(argv, status):
+    """Loading TensorFlow takes seconds: help and misspelt flags are answered before it."""
+    code, loaded, _ = run_without_tensorflow_check(*argv)
+    assert (code, loaded) == (status, False)
+
+
+@pytest.mark.parametrize('agent', AGENTS)
+def test_flags_read_from_source_equal_the_imported_signatures(agent):
+    from xagents.base import BaseAgent
+    from xagents.cli import agent_flags, play_flags, training_flags
+    from xagents.utils.cli import agent_class, constructors, flags_of
+
+    assert agent_flags(agent) == flags_of(constructors(agent_class(agent), BaseAgent))
+    assert training_flags()[:-1] == flags_of([BaseAgent.__init__, BaseAgent.fit])
+    assert play_flags()[:-1] == flags_of([BaseAgent.play], skip={'env_id', 'seed'})
+
+
+@pytest.mark.parametrize('flag, suggestion', [
+    ('--learning-rate', '--lr'), ('--ent-coef', '--entropy-coef'), ('--n-epochs', '--ppo-epochs'), ('--gama', '--gamma'),
+])
+def test_a_misspelt_or_sb3_named_flag_gets_a_suggestion(xagents_cli, flag, suggestion):
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', flag, '1')
+    assert status == 2 and err == f'xagents train ppo: error: unrecognized arguments: {flag} 1 (did you mean {suggestion}?)\n'
+
+
+def test_help_with_an_env_shows_the_defaults_tuned_for_it(xagents_cli):
+    _, out, _ = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '-h')
+    flat = ' '.join(out.split())
+    assert '--lr X Learning rate. [tuned for CartPole-v1] (default: 0.003)' in flat
+    assert '--n-envs N Number of environments stepped together. [tuned for CartPole-v1] (default: 8)' in flat
+    _, out, _ = xagents_cli('train', 'ppo', '--env', 'Acrobot-v1', '-h')
+    assert '--lr X Learning rate. (default: 0.0003)' in ' '.join(out.split())
+
+
+def test_every_play_flag_has_help(xagents_cli):
+    from xagents.cli import build_parser
+
+    for action in build_parser('play', 'ppo')._actions:
+        assert action.help and action.help.strip(), action.dest
+
+
+def test_a_python_script_shows_progress_and_no_tensorflow_noise(workdir):
+    script = ("from xagents import PPO\n"
+              "PPO.from_env('CartPole-v1', seed=0, n_envs=2).fit(max_steps=2000)\n")
+    env = {key: value for key, value in os.environ.items() if key != 'TF_CPP_MIN_LOG_LEVEL'}
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert 'mean reward' in result.stdout and 'Maximum steps (2000) reached' in result.stdout
+    assert result.stderr == ''

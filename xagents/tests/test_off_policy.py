@@ -334,7 +334,9 @@ def test_noise_types_parse_as_in_baselines(spec, expected):
     ('pink_0.1', "got 'pink_0.1'"),
     ('normal', "got 'normal'"),
     ('normal_x', "expected a number after normal_, got 'x'"),
-    ('ou_-1', 'expected ou sigma > 0'),
+    ('ou_-1', 'expected a finite ou sigma > 0'),
+    ('ou_inf', "expected a finite ou sigma > 0, got 'inf'"),
+    ('normal_nan', "expected a finite normal sigma > 0, got 'nan'"),
     ('normal_0.1,normal_0.2', 'expected each noise type once'),
 ])
 def test_bad_noise_types_raise_value_error(spec, message):

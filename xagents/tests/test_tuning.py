@@ -57,7 +57,8 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
     ({'beta1': ('0.8', '0.9')}, 'expected one value for --beta1, which is not tunable'),
     ({'beta1': ['0.8', '0.9', '0.95']}, 'expected one value for --beta1, which is not tunable'),
     ({'nonsense': '1', 'lr': ('1e-4', '1e-2')}, "expected a ppo hyperparameter, got 'nonsense'"),
-    ({'lr': ('0', '1e-2')}, 'expected MIN > 0 for --lr (searched log-uniformly), got 0.0'),
+    ({'entropy_coef': ('0', '1e-2')}, 'expected MIN > 0 for --entropy-coef (searched log-uniformly), got 0.0'),
+    ({'lr': ('0', '1e-2')}, 'expected lr > 0, got 0.0'),
     ({'n_steps': ('16', '64.5')}, "expected an integer for --n-steps MIN MAX, got '64.5'"),
     ({'normalize_advantages': ('true', 'false')}, 'expected choices for --normalize-advantages'),
     ({'normalize_advantages': ['true', 'maybe']}, "expected true or false for --normalize-advantages, got 'maybe'"),
@@ -201,6 +202,11 @@ def existing_study(workdir):
     (['--n-steps', '32', '64', '128'], "study 'ppo-CartPole-v1' searched --n-steps as choices 32,64, got choices "),
     (['--lr', '1e-4', '1e-2', '--pruner', 'sometimes'], "expected pruner median, halving, none, got 'sometimes'"),
     (['--lr', '1e-4', '1e-2', '--env', 'NoSuchEnv-v0'], "unknown environment id 'NoSuchEnv-v0'"),
+    (['--lr', '1e-4', '1e-2', '--clip-norm', '-1'], 'expected clip_norm > 0, got -1.0'),
+    (['--lr', '1e-4', '1e-2', '--gamma', '0.9', '1.2'], 'expected 0 <= gamma <= 1, got 1.2'),
+    (['--lr', '1e-4', '1e-2', '--n-envs', '0,4'], 'expected n_envs >= 1, got 0'),
+    (['--lr', '1e-4', '1e-2', '--plot', 'ppo-CartPole-v1.journal.log'],
+     'ppo-CartPole-v1.journal.log is not a directory'),
 ])
 def test_bad_input_is_one_line_status_2_and_leaves_the_study_untouched(existing_study, xagents_cli, flags, message):
     before = existing_study.read_bytes()
@@ -258,3 +264,22 @@ def test_two_workers_share_one_postgres_study_of_8_trials(workdir, postgres_url,
             if worker.poll() is None:
                 worker.kill()
         optuna.delete_study(study_name=name, storage=tuning.open_storage(postgres_url, name)[0])
+
+
+def test_a_journal_whose_last_record_was_cut_by_a_kill_still_loads(existing_study, xagents_cli):
+    whole = existing_study.read_bytes()
+    with open(existing_study, 'ab') as file:
+        file.write(b'{"op_code": 5, "worker_id": "x", "trial_id": 0, "par')  # a write cut short
+    status, out, err = xagents_cli('tune', 'ppo', *TINY, '--lr', '1e-4', '1e-2', '--n-steps', '32,64',
+                                   '--n-trials', '2')
+    assert status == 0, err
+    assert 'ended with a partial record (52 bytes) from an interrupted write: dropped it' in out + err
+    assert existing_study.read_bytes().startswith(whole)
+
+
+def test_a_search_in_which_no_trial_completes_exits_with_status_1(workdir, xagents_cli):
+    # value_loss_coef * value loss overflows float32: every trial diverges and is pruned
+    status, out, err = xagents_cli('tune', 'ppo', *TINY, '--lr', '1e-4', '1e-2', '--value-loss-coef', '1e38',
+                                   '--n-trials', '2', '--pruner', 'none')
+    assert status == 1
+    assert err == 'xagents tune ppo: error: no trial of study ppo-CartPole-v1 completed (2 failed or pruned)\n'

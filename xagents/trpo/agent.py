@@ -5,7 +5,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import OnPolicy, check_positive
+from xagents.base import OnPolicy
 from xagents.utils.distributions import DiagGaussian
 from xagents.utils.models import NumpyForward, Output
 from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat
@@ -70,11 +70,6 @@ class TRPO(OnPolicy):
             normalize_advantages: Normalise the rollout's advantages before the policy step.
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
-        check_positive(max_kl=max_kl, cg_iterations=cg_iterations, cg_damping=cg_damping,
-                       cg_residual_tolerance=cg_residual_tolerance, line_search_steps=line_search_steps,
-                       critic_iterations=critic_iterations, mini_batches=mini_batches)
-        if not 0 < line_search_shrink < 1:
-            raise ValueError(f'expected 0 < line_search_shrink < 1, got {line_search_shrink}')
         batch = n_steps * self.n_envs
         if batch % mini_batches:
             raise ValueError(

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import inspect
 import re
 import sys
 from typing import Any, Callable, Iterable
 
 import xagents
+from xagents.utils.signatures import StaticFunction
 
 SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs'}
 
@@ -59,9 +61,9 @@ def _kind(annotation: Any) -> str:
     return 'str'
 
 
-def docstring_args(function: Callable) -> dict[str, str]:
+def docstring_args(function: Callable | StaticFunction) -> dict[str, str]:
     """Map parameter names to their one-line help from a Google-style ``Args:`` section."""
-    doc = inspect.getdoc(function) or ''
+    doc = function.doc if isinstance(function, StaticFunction) else inspect.getdoc(function) or ''
     section = re.split(r'(?:^|\n)\s*Args:\s*\n', doc, maxsplit=1)
     if len(section) < 2:
         return {}
@@ -78,8 +80,9 @@ def docstring_args(function: Callable) -> dict[str, str]:
     return helps
 
 
-def flags_of(functions: Iterable[Callable], skip: Iterable[str] = ()) -> list[Flag]:
-    """Flags for the keyword parameters of ``functions``; the first function naming one wins."""
+def flags_of(functions: Iterable[Callable | StaticFunction], skip: Iterable[str] = ()) -> list[Flag]:
+    """Flags for the keyword parameters of ``functions`` (imported, or read from source by
+    :mod:`xagents.utils.signatures`); the first function naming one wins."""
     flags: dict[str, Flag] = {}
     skipped = SKIPPED | set(skip)
     functions = list(functions)
@@ -87,15 +90,19 @@ def flags_of(functions: Iterable[Callable], skip: Iterable[str] = ()) -> list[Fl
     for function in reversed(functions):
         helps.update(docstring_args(function))
     for function in functions:
-        for parameter in inspect.signature(function).parameters.values():
-            if parameter.name in skipped or parameter.name in flags:
-                continue
-            if parameter.kind in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):
-                continue
-            default = None if parameter.default is inspect.Parameter.empty else parameter.default
-            flags[parameter.name] = Flag(parameter.name, _kind(parameter.annotation), default,
-                                         helps.get(parameter.name, ''))
+        for name, annotation, default in _parameters(function):
+            if name not in skipped and name not in flags:
+                default = None if default is inspect.Parameter.empty else default
+                flags[name] = Flag(name, _kind(annotation), default, helps.get(name, ''))
     return list(flags.values())
+
+
+def _parameters(function: Callable | StaticFunction) -> list[tuple[str, Any, Any]]:
+    """``(name, annotation, default)`` of each named parameter (not ``*args``, ``**kwargs``)."""
+    if isinstance(function, StaticFunction):
+        return [(p.name, p.annotation, p.default) for p in function.parameters if not p.variadic]
+    return [(p.name, p.annotation, p.default) for p in inspect.signature(function).parameters.values()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
 
 
 def constructors(agent_class: type, stop: type) -> list[Callable]:
@@ -115,10 +122,28 @@ def agent_class(agent: str) -> type:
     return getattr(xagents, agent.upper())
 
 
+# Names users bring from Stable-Baselines3 and RL Zoo, and what xagents calls them.
+SB3_NAMES = {'learning-rate': 'lr', 'n-epochs': 'ppo-epochs', 'ent-coef': 'entropy-coef', 'vf-coef': 'value-loss-coef',
+             'max-grad-norm': 'grad-norm', 'gae-lambda': 'lam', 'clip-range': 'clip-norm', 'buffer-size': 'buffer-max-size',
+             'learning-starts': 'buffer-initial-size', 'train-freq': 'update-every', 'batch-size': 'buffer-batch-size',
+             'exploration-final-eps': 'epsilon-end', 'total-timesteps': 'max-steps', 'n-timesteps': 'max-steps',
+             'env-id': 'env', 'num-envs': 'n-envs'}
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line and exit status 2, without the usage dump."""
+    """An argparse parser whose errors are one line and exit status 2, without the usage dump; a
+    misspelt flag (or one named as in Stable-Baselines3) gets a suggestion."""
 
     def error(self, message: str) -> None:
+        unknown = re.match(r'unrecognized arguments: (--[\w-]+)', message)
+        if unknown:
+            options = [option for option in self._option_string_actions if option.startswith('--')]
+            name = unknown.group(1)[2:].replace('_', '-')
+            alias = SB3_NAMES.get(name)
+            close = [f'--{alias}'] if alias and f'--{alias}' in options else difflib.get_close_matches(
+                unknown.group(1), options, n=1, cutoff=0.75)
+            if close:
+                message += f' (did you mean {close[0]}?)'
         fail(f'{self.prog}: error: {message}')
 
 

@@ -58,7 +58,7 @@ class DiagGaussian:
 
     def __init__(self, space: gym.spaces.Box) -> None:
         self.dim = int(np.prod(space.shape))
-        self.low, self.high = space.low, space.high
+        self.shape, self.low, self.high = space.shape, space.low.ravel(), space.high.ravel()
 
     def output_units(self) -> int:
         return self.dim
@@ -86,7 +86,8 @@ class DiagGaussian:
         return tf.reduce_sum(terms, -1)
 
     def clip(self, actions: np.ndarray) -> np.ndarray:
-        return np.clip(actions, self.low, self.high)
+        """``(B, dim)`` sampled actions as the env takes them: clipped to the bounds, in the space's shape."""
+        return np.clip(actions, self.low, self.high).reshape((len(actions),) + self.shape)
 
 
 def distribution_for(space: gym.Space) -> Categorical | DiagGaussian:

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import tracemalloc
 from typing import Callable
 
 import gymnasium as gym
 import numpy as np
+
+from xagents.utils.memory import check_fits
+from xagents.utils.validation import validated
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0))
@@ -113,6 +117,14 @@ class FireReset(gym.Wrapper):
         return observation, info
 
 
+def one_hot_observations(env: gym.Env) -> gym.Env:
+    """Observe ``Discrete(n)`` states as one-hot float vectors of length n (FrozenLake, Taxi...)."""
+    space = env.observation_space
+    identity = np.eye(space.n, dtype=np.float32)
+    return gym.wrappers.TransformObservation(env, lambda state: identity[int(state) - space.start],
+                                             gym.spaces.Box(0.0, 1.0, (int(space.n),), np.float32))
+
+
 def needs_fire(env: gym.Env) -> bool:
     """Whether an Atari game's action 1 is FIRE (games that wait for it after a reset)."""
     meanings = env.unwrapped.get_action_meanings()
@@ -151,6 +163,8 @@ def make_env(
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change
+    if isinstance(env.observation_space, gym.spaces.Discrete):  # a state index, one-hot encoded as SB3 does
+        env = one_hot_observations(env)
     if not preprocess:
         return env
     if len(env.observation_space.shape) != 3 or not is_atari(env_id):
@@ -168,6 +182,7 @@ def make_env(
     return ChannelsLast(gym.wrappers.FrameStackObservation(env, frame_stack))
 
 
+@validated
 def create_envs(
     env_id: str,
     n_envs: int = 1,
@@ -194,13 +209,18 @@ def create_envs(
         fire_reset: With preprocessing, press FIRE after each reset in games that need it (default: on).
         async_envs: Step the envs in subprocesses (worth it for heavy envs such as Atari).
     """
-    if n_envs < 1:
-        raise ValueError(f'expected n_envs >= 1, got {n_envs}')
     env_spec(env_id)
     settings = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame,
                 'clip_rewards': clip_rewards, 'terminal_on_life_loss': terminal_on_life_loss,
                 'fire_reset': fire_reset}
     make = functools.partial(make_env, **settings)
+    if n_envs > 64:  # what one env allocates (its modules already loaded), times n_envs, before making them all
+        make().close()
+        tracemalloc.start()
+        make().close()
+        one = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        check_fits(f'{n_envs:,} {env_id} envs', n_envs * one, 'use fewer envs (--n-envs, --eval-episodes)')
     vector_class = gym.vector.AsyncVectorEnv if async_envs else gym.vector.SyncVectorEnv
     envs = vector_class([make] * n_envs, autoreset_mode=AUTORESET_MODE)
     # Enough to make more envs like these (deterministic evaluation, play).

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import math
 import os
 import re
 from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
+
+from xagents.utils.memory import check_fits
 
 LAYER_KEYS = {
     'dense': {'units', 'activation', 'initializer', 'gain', 'common', 'output'},
@@ -82,7 +85,7 @@ class _Section:
             value = cast(raw)
         except ValueError:
             raise self.error(key, f'expected {cast.__name__}, got {raw!r}') from None
-        if cast in (int, float) and value <= 0 and key not in ('common', 'output'):
+        if cast in (int, float) and not (math.isfinite(value) and value > 0) and key not in ('common', 'output'):
             raise self.error(key, f'expected a positive number, got {raw!r}')
         return value
 
@@ -203,10 +206,26 @@ def build_model(
             raise section.error('units', 'missing required key')
     graph = LayerGraph(trunk=[], branches=[])
     flat = len(shape) == 1
+    weights = 0
+
+    def fits(section: _Section, units: int | None, inputs) -> None:
+        """Refuse a layer that takes the model's weights past memory (before Keras allocates them)."""
+        nonlocal weights
+        kind = section.name.split('-')[0]
+        if kind == 'dense':
+            weights += (int(inputs.shape[-1]) + 1) * units
+        elif kind == 'convolutional':
+            size = section.get('size', int, required=True)
+            weights += (size * size * int(inputs.shape[-1]) + 1) * section.get('filters', int, required=True)
+        # Weights, gradients and two Adam moments, in float32.
+        check_fits(f'{path}: [{section.name}]: a model of {weights:,} weights', 16 * weights,
+                   'use fewer units or filters')
+
     for section in trunk:
+        flat = _check_fits(section, flat)
+        fits(section, section.get('units', int), x)
         layer = _make_layer(section, section.get('units', int))
         graph.trunk.append(layer)
-        flat = _check_fits(section, flat)
         x = layer(x)
     results = []
     for section, output in zip(heads, outputs):
@@ -215,11 +234,13 @@ def build_model(
             raise section.error('units', f'expected {output.units} for output {output.name!r}, got {units}')
         branch, y, branch_flat = [], x, flat
         for tower_section in tower:
-            layer = _make_layer(tower_section, tower_section.get('units', int))
             branch_flat = _check_fits(tower_section, branch_flat)
+            fits(tower_section, tower_section.get('units', int), y)
+            layer = _make_layer(tower_section, tower_section.get('units', int))
             branch.append(layer)
             y = layer(y)
         _check_fits(section, branch_flat)
+        fits(section, units, y)
         head = _make_layer(section, units, output.activation)
         branch.append(head)
         graph.branches.append(branch)

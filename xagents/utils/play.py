@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import warnings
 
 import gymnasium as gym
 import numpy as np
 
+from xagents.utils.atomic import check_writable
 from xagents.utils.envs import env_settings, make_env
 
 logger = logging.getLogger('xagents')
@@ -30,10 +33,21 @@ def play_episode(agent, env_id: str | None = None, video_dir: str | None = None,
     settings['env_id'] = env_id or settings.get('env_id')
     if not settings['env_id']:
         raise ValueError('expected an env_id to play on (the agent\'s envs were not made by create_envs)')
+    prepare_display(render)
+    for directory in (video_dir, frame_dir):
+        if directory:
+            check_writable(directory, directory=True)
+    name = settings['env_id'].replace('/', '-')
+    video_prefix = video_dir and unused_prefix(video_dir, name, lambda prefix: f'{prefix}-episode-0.mp4')
+    frame_prefix = frame_dir and unused_prefix(frame_dir, name, lambda prefix: f'{prefix}-{0:06d}.jpg')
+
     def recorder(env: gym.Env) -> gym.Env:
-        # Gymnasium's recorder encodes H.264 through moviepy, playable by browsers and players alike.
-        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True,
-                                       name_prefix=settings['env_id'].replace('/', '-'))
+        # Gymnasium's recorder encodes H.264 through moviepy, playable by browsers and players alike. Its
+        # warning about an existing folder does not apply: the prefix is one no file there has.
+        with warnings.catch_warnings():
+            warnings.filterwarnings('ignore', message='.*Overwriting existing videos.*')
+            return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True,
+                                           name_prefix=video_prefix)
     render_mode = 'human' if render else ('rgb_array' if video_dir or frame_dir else None)
     env = make_env(**settings, render_mode=render_mode, raw_wrapper=recorder if video_dir else None)
     score = _statistics(env)
@@ -42,9 +56,8 @@ def play_episode(agent, env_id: str | None = None, video_dir: str | None = None,
     try:
         while max_steps is None or step < max_steps:
             if frame_dir and step % frame_frequency == 0:
-                os.makedirs(frame_dir, exist_ok=True)
                 frame = cv2.cvtColor(np.asarray(env.render()), cv2.COLOR_RGB2BGR)
-                cv2.imwrite(os.path.join(frame_dir, f'{step:06d}.jpg'), frame)
+                cv2.imwrite(os.path.join(frame_dir, f'{frame_prefix}-{step:06d}.jpg'), frame)
             action = agent.act(np.asarray(observation)[None], deterministic=True)[0]
             observation, _, terminated, truncated, info = env.step(action)
             step += 1
@@ -57,6 +70,31 @@ def play_episode(agent, env_id: str | None = None, video_dir: str | None = None,
         env.close()
         if video_dir:
             logger.info('Video written to %s', video_dir)
+
+
+def prepare_display(render: bool) -> None:
+    """Set SDL up before pygame opens anything: a window only when rendering to a screen.
+
+    Without a screen to render to, SDL's dummy driver draws frames without probing for one (and
+    without its ``XDG_RUNTIME_DIR`` complaint). With a window, SDL's accelerated framebuffer would
+    load Mesa's GL, whose LLVM collides with TensorFlow's and crashes the process.
+    """
+    if not render:
+        os.environ.setdefault('SDL_VIDEODRIVER', 'dummy')
+        return
+    if sys.platform.startswith('linux') and not (os.environ.get('DISPLAY') or os.environ.get('WAYLAND_DISPLAY')):
+        raise ValueError('--render needs a display and none is set (DISPLAY): record the game with '
+                         '--video-dir or --frame-dir instead')
+    os.environ.setdefault('SDL_FRAMEBUFFER_ACCELERATION', '0')
+
+
+def unused_prefix(directory: str, name: str, first_file) -> str:
+    """``name``, or ``name-2``, ``name-3``...: the first prefix whose files are not in ``directory`` yet."""
+    prefix, number = name, 1
+    while os.path.exists(os.path.join(directory, first_file(prefix))):
+        number += 1
+        prefix = f'{name}-{number}'
+    return prefix
 
 
 def _statistics(env: gym.Env) -> gym.wrappers.RecordEpisodeStatistics:

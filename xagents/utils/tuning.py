@@ -60,7 +60,9 @@ from optuna.trial import TrialState
 
 from xagents.base import BaseAgent
 from xagents.utils.cli import Flag, agent_class, constructors, flags_of
+from xagents.utils.atomic import check_writable
 from xagents.utils.envs import create_envs, env_spec
+from xagents.utils.validation import check_value
 
 logger = logging.getLogger(__name__)
 
@@ -208,12 +210,15 @@ def _convert(flag: Flag, value: Any, what: str = '') -> Any:
             if flag.kind == 'int':
                 if not number.is_integer():
                     raise ValueError
-                return int(number)
+                number = int(number)
+            check_value(flag.name, number)  # the rule of its kind, as training applies it
             return number
         if not isinstance(value, str):
             raise ValueError
         return value
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError) as error:
+        if str(error).startswith('expected'):
+            raise
         where = f'{flag.option} {what}'.strip()
         raise ValueError(f'expected {expected} for {where}, got {value!r}') from None
 
@@ -235,6 +240,7 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
     default, else the database at ``url`` (reached within 10 s, or a ValueError)."""
     if url is None:
         path = os.path.abspath(re.sub(r'[^\w.-]', '_', study) + '.journal.log')
+        repair_journal(path)
         return JournalStorage(JournalFileBackend(path)), path
     shown = mask_url(url)
     backend = url.split('://', 1)[0].split('+', 1)[0] if '://' in url else ''
@@ -260,6 +266,29 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
             message = message.replace(password.group(1), '***')
         raise ValueError(f'cannot open storage {shown}: {message}') from None
     return storage, shown
+
+
+def repair_journal(path: str) -> None:
+    """Drop a partial last record, left when a process was killed while appending to the journal.
+
+    Optuna writes one JSON record per line; without this, every later run fails to parse the file.
+    """
+    if not os.path.isfile(path):
+        return
+    with open(path, 'rb') as file:
+        content = file.read()
+    complete = content.rfind(b'\n') + 1
+    tail = content[complete:]
+    if not tail.strip():
+        return
+    try:
+        json.loads(tail)
+        with open(path, 'ab') as file:  # a whole record that only lacks its newline
+            file.write(b'\n')
+    except ValueError:
+        os.truncate(path, complete)
+        logger.warning('%s ended with a partial record (%d bytes) from an interrupted write: dropped it',
+                       path, len(tail))
 
 
 def open_study(storage, name: str, agent: str, env_id: str, space: SearchSpace,
@@ -377,6 +406,8 @@ def tune(
         raise ValueError(f'expected pruner {", ".join(PRUNERS)}, got {pruner!r}')
     space = search_space(agent, search)
     env_spec(env_id)
+    if plot:
+        check_writable(plot, directory=True)
     name = study or f'{agent}-{env_id}'
     backend, shown = open_storage(storage, name, n_jobs)
     the_study = open_study(backend, name, agent, env_id, space, make_sampler(sampler, warmup_trials),

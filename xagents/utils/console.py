@@ -1,0 +1,45 @@
+"""What xagents prints: TensorFlow loaded without its C++ start-up noise, progress on the console by default."""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import sys
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """Hide what native code writes to the stderr file descriptor meanwhile (TensorFlow's C++ runtime
+    prints CUDA probes and oneDNN notes while it loads, whatever ``TF_CPP_MIN_LOG_LEVEL`` says)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, 'w') as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def load_tensorflow() -> None:
+    """Import TensorFlow quietly, unless it is loaded already (``TF_CPP_MIN_LOG_LEVEL`` set by the user wins)."""
+    if 'tensorflow' in sys.modules:
+        return
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    with native_stderr_silenced():
+        importlib.import_module('tensorflow')
+
+
+def console_logging() -> None:
+    """Show xagents' progress lines on stdout when the program configured no logging (a script)."""
+    library = logging.getLogger('xagents')
+    if library.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter('%(message)s'))
+    library.addHandler(handler)
+    library.setLevel(logging.INFO)
+    library.propagate = False  # logging configured later would print each line twice

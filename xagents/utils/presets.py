@@ -1,0 +1,27 @@
+"""Tuned defaults: each agent's ``hyperparameters.json`` maps ``default``, ``atari`` and env ids to settings."""
+from __future__ import annotations
+
+import importlib.resources
+import json
+
+from xagents.utils.envs import is_atari
+
+
+def read_presets(package: str, env_id: str) -> dict:
+    """The settings tuned for ``env_id`` in ``package``'s ``hyperparameters.json`` (``xagents.ppo``).
+
+    ``default`` applies to every env, ``atari`` to ALE ids, then the env's own entry; later entries
+    override earlier ones (and explicit arguments override them all). The file is read as a
+    resource beside the package, without importing it (and TensorFlow with it).
+    """
+    root, *inner = package.split('.')
+    try:
+        text = importlib.resources.files(root).joinpath(*inner, 'hyperparameters.json').read_text()
+    except FileNotFoundError:
+        return {}
+    table = json.loads(text)
+    values = dict(table.get('default', {}))
+    if is_atari(env_id):
+        values.update(table.get('atari', {}))
+    values.update(table.get(env_id, {}))
+    return values
