@@ -232,12 +232,27 @@ class BaseAgent:
             self.save_models()
             self.saved_best_reward = self.best_reward
 
-    def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
-        """Arrays saved beside ``role``'s weights (see :meth:`restore_extras`)."""
+    def running_statistics(self) -> dict[str, RunningMeanStd]:
+        """The normalisation statistics the agent learns with, by name; saved with its first model."""
         return {}
+
+    def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
+        """Arrays saved beside ``role``'s weights: the running statistics, with the first model."""
+        if role != self.model_roles[0]:
+            return {}
+        return {f'{name}_{field}': np.asarray(getattr(stats, field))
+                for name, stats in self.running_statistics().items() for field in ('mean', 'var', 'count')}
 
     def restore_extras(self, role: str, extras: dict[str, np.ndarray]) -> None:
         """Take back what :meth:`checkpoint_extras` saved for ``role``."""
+        if role != self.model_roles[0]:
+            return
+        for name, stats in self.running_statistics().items():
+            if f'{name}_mean' not in extras:
+                raise ValueError(f'expected {name} statistics in the {role} weights file (saved by a run that '
+                                 'normalised them), found none')
+            stats.mean, stats.var = extras[f'{name}_mean'], extras[f'{name}_var']
+            stats.count = float(extras[f'{name}_count'])
 
     def load_weights(self, paths: Sequence[str]) -> None:
         """Load models (and optimizer states) saved by :meth:`save_models`, one path per role.
@@ -686,18 +701,8 @@ class OnPolicy(BaseAgent):
         self.discounted_returns[dones] = 0.0
         return np.clip(rewards / np.sqrt(stats.var + 1e-8), -10.0, 10.0)
 
-    def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
-        if self.return_stats is None or role != self.model_roles[0]:
-            return {}
-        return {'return_var': self.return_stats.var, 'return_count': self.return_stats.count}
-
-    def restore_extras(self, role: str, extras: dict[str, np.ndarray]) -> None:
-        if self.return_stats is not None and role == self.model_roles[0]:
-            if 'return_var' not in extras:
-                raise ValueError(f'expected return statistics in the {role} weights file '
-                                 '(saved with normalize_rewards), found none')
-            self.return_stats.var = extras['return_var']
-            self.return_stats.count = float(extras['return_count'])
+    def running_statistics(self) -> dict[str, RunningMeanStd]:
+        return {} if self.return_stats is None else {'return': self.return_stats}
 
     def train_once(self) -> dict[str, float]:
         rollout = self.collect()
@@ -929,20 +934,8 @@ class OffPolicy(BaseAgent):
         scaled = (observations - stats.mean) / np.sqrt(stats.var + 1e-8)
         return np.clip(scaled, -5.0, 5.0).astype(np.float32)
 
-    def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
-        stats = self.observation_stats
-        if stats is None or role != self.model_roles[0]:
-            return {}
-        return {'observation_mean': stats.mean, 'observation_var': stats.var, 'observation_count': stats.count}
-
-    def restore_extras(self, role: str, extras: dict[str, np.ndarray]) -> None:
-        if self.observation_stats is not None and role == self.model_roles[0]:
-            if 'observation_mean' not in extras:
-                raise ValueError(f'expected observation statistics in the {role} weights file '
-                                 '(saved with normalize_observations), found none')
-            self.observation_stats.mean = extras['observation_mean']
-            self.observation_stats.var = extras['observation_var']
-            self.observation_stats.count = float(extras['observation_count'])
+    def running_statistics(self) -> dict[str, RunningMeanStd]:
+        return {} if self.observation_stats is None else {'observation': self.observation_stats}
 
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
         observations = self.normalized(observations)

@@ -202,3 +202,18 @@ def test_linear_learning_rate_decay_composes_with_plateau_reduction():
     agent.fit(target_reward=1000)  # unreachable: training ends when the rate reaches 0
     assert 10_000 <= agent.steps < 10_000 + 256
     assert float(agent.optimizer.learning_rate) == 0.0
+
+
+def test_return_statistics_travel_with_the_weights(workdir):
+    agent = PPO.from_env('Pendulum-v1', seed=0, n_envs=2, n_steps=64, mini_batches=2, normalize_rewards=True,
+                         checkpoints=['w.tf'], quiet=True)
+    agent.fit(max_steps=1024)
+    agent.save_models()
+    loaded = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=64, mini_batches=2, normalize_rewards=True, quiet=True)
+    loaded.load_weights(['w.tf'])
+    assert loaded.return_stats.var == pytest.approx(agent.return_stats.var) and agent.return_stats.var > 1
+    assert loaded.return_stats.count == agent.return_stats.count
+    plain = PPO.from_env('Pendulum-v1', n_envs=2, n_steps=64, mini_batches=2, checkpoints=['p.tf'], quiet=True)
+    plain.save_models()
+    with pytest.raises(ValueError, match='expected return statistics in the model weights file'):
+        loaded.load_weights(['p.tf'])

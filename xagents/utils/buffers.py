@@ -145,6 +145,15 @@ class _FrameStore:
         return (observations == newest).reshape(len(observations), -1).all(axis=1)
 
 
+def _stack_axis(space: gym.Space, axis: int) -> int:
+    """``axis`` of frame-stack observations as a non-negative index, checked against their shape."""
+    ndim = len(space.shape)
+    if not -ndim <= axis < ndim or ndim < 2:
+        raise ValueError(f'expected frame_stack_axis in [-{ndim}, {ndim}) of observations with at least '
+                         f'2 dimensions, got {axis!r} for shape {space.shape}')
+    return axis % ndim
+
+
 def _check_space(space: gym.Space, name: str) -> None:
     if not isinstance(space, gym.Space) or space.shape is None or space.dtype is None:
         raise ValueError(
@@ -213,12 +222,7 @@ class ReplayBuffer:
         if frame_stack_axis is None:
             self._store = _ObservationStore(rows, n_envs, observation_space)
         else:
-            ndim = len(observation_space.shape)
-            if not -ndim <= frame_stack_axis < ndim or ndim < 2:
-                raise ValueError(
-                    f'expected frame_stack_axis in [-{ndim}, {ndim}) of observations with at least '
-                    f'2 dimensions, got {frame_stack_axis!r} for shape {observation_space.shape}')
-            self._store = _FrameStore(rows, n_envs, observation_space, frame_stack_axis)
+            self._store = _FrameStore(rows, n_envs, observation_space, _stack_axis(observation_space, frame_stack_axis))
         if rows - 1 < n_steps + self._store.stack_size - 1:
             raise ValueError(
                 f'expected capacity // n_envs >= n_steps + stack_size - 1 = '
@@ -695,12 +699,7 @@ class SegmentBuffer:
             self.observations = np.zeros((capacity, n_steps + 1, n_envs) + observation_space.shape,
                                          observation_space.dtype)
         else:
-            ndim = len(observation_space.shape)
-            if not -ndim <= frame_stack_axis < ndim or ndim < 2:
-                raise ValueError(
-                    f'expected frame_stack_axis in [-{ndim}, {ndim}) of observations with at least '
-                    f'2 dimensions, got {frame_stack_axis!r} for shape {observation_space.shape}')
-            self.stack_axis = frame_stack_axis % ndim
+            self.stack_axis = _stack_axis(observation_space, frame_stack_axis)
             self.stack_size = observation_space.shape[self.stack_axis]
             frame_shape = tuple(np.delete(observation_space.shape, self.stack_axis))
             # (capacity, stack_size - 1 + n_steps + 1, n_envs, *frame): the first stack's older
