@@ -6,6 +6,20 @@ from setuptools import find_packages, setup
 here = Path(__file__).parent
 version = re.search(r"__version__ = '([^']+)'", (here / 'xagents' / '__init__.py').read_text()).group(1)
 
+
+def requirements(extra: str | None = None) -> list[str]:
+    """requirements.txt's lines: the run-time ones, or those marked ``# extra``."""
+    found = []
+    for line in (here / 'requirements.txt').read_text().splitlines():
+        requirement, _, mark = (part.strip() for part in line.partition('#'))
+        if requirement and (mark == extra if extra else not mark):
+            found.append(requirement)
+    return found
+
+
+extras = {extra: requirements(extra) for extra in ('test', 'postgres', 'mysql', 'tensorboard')}
+extras['all'] = sorted({requirement for group in extras.values() for requirement in group})
+
 setup(
     name='xagents',
     version=version,
@@ -14,13 +28,11 @@ setup(
     long_description_content_type='text/markdown',
     license='MIT',
     python_requires='>=3.10',
-    packages=find_packages(),
+    packages=find_packages(exclude=['xagents.tests', 'xagents.tests.*']),
     include_package_data=True,
-    package_data={'xagents': ['*/models/*.cfg', '*/hyperparameters.json']},
-    install_requires=[
-        line.strip() for line in (here / 'requirements.txt').read_text().splitlines()
-        if line.strip() and not line.startswith('#')
-    ],
+    package_data={'xagents': ['models/*.cfg', '*/models/*.cfg', '*/hyperparameters.json']},
+    install_requires=requirements(),
+    extras_require=extras,
     entry_points={'console_scripts': ['xagents=xagents.cli:main']},
     classifiers=[
         'Programming Language :: Python :: 3',

@@ -10,6 +10,7 @@ import collections
 import contextlib
 import functools
 import importlib.resources
+import inspect
 import logging
 import os
 import sys
@@ -63,9 +64,6 @@ class BaseAgent:
         *,
         lr: float = 7e-4,
         lr_decay_steps: int | None = None,
-        opt_epsilon: float = 1e-7,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
         gamma: float = 0.99,
         seed: int | None = None,
         reward_buffer_size: int = 100,
@@ -84,9 +82,6 @@ class BaseAgent:
             envs: A Gymnasium vector env (see ``xagents.utils.envs.create_envs``).
             lr: Learning rate.
             lr_decay_steps: Anneal learning rates linearly to 0 over this many steps (RL Zoo's schedule).
-            opt_epsilon: Adam epsilon.
-            beta1: Adam beta1.
-            beta2: Adam beta2.
             gamma: Discount factor.
             seed: Seed for TensorFlow, NumPy action sampling and the envs; same seed, same history.
             reward_buffer_size: Episodes averaged into the mean reward judged by target_reward.
@@ -136,7 +131,7 @@ class BaseAgent:
         if seed is not None:
             tf.keras.utils.set_random_seed(seed)
         self.rng = random_stream(seed, ACTING)
-        self.optimizer_settings = dict(learning_rate=lr, epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
+        self.optimizer_settings = {'learning_rate': lr}  # Adam's, for make_optimizer's default
         self.lr_decay_steps = lr_decay_steps
         self.lr_factor = 1.0  # product of plateau reductions
         self.initial_learning_rates: dict[str, float] = {}
@@ -166,9 +161,21 @@ class BaseAgent:
         return read_presets(cls.__module__.rsplit('.', 1)[0], env_id)
 
     @classmethod
+    def parameter_names(cls) -> set[str]:
+        """Every parameter the agent's constructors (and the envs it is built on) take."""
+        names = {name for klass in cls.__mro__ if '__init__' in vars(klass)
+                 for name in inspect.signature(klass.__init__).parameters}
+        return names - {'self', 'envs', 'kwargs'} | set(ENV_PARAMETERS)
+
+    @classmethod
     def from_env(cls, env_id: str, **kwargs):
         """Build envs and the agent for ``env_id`` with the same tuned defaults as the CLI."""
-        settings = {**cls.default_hyperparameters(env_id), **kwargs}
+        presets = cls.default_hyperparameters(env_id)
+        unknown = sorted(set(presets) - cls.parameter_names())
+        if unknown:
+            raise ValueError(f'{cls.__name__}\'s hyperparameters.json sets {unknown[0]!r} for {env_id}, '
+                             f'which is none of its parameters')
+        settings = {**presets, **kwargs}
         env_kwargs = {name: settings.pop(name) for name in ENV_PARAMETERS if name in settings}
         envs = create_envs(env_id, seed=settings.get('seed'), **env_kwargs)
         try:
@@ -178,12 +185,21 @@ class BaseAgent:
             raise
 
     def model_file(self, role: str, observation_space: gym.Space, given) -> str | tf.keras.Model:
-        """Resolve a model argument: a Keras model or cfg path as given, or the packaged default."""
+        """Resolve a model argument: a Keras model or cfg path as given, or the packaged default.
+
+        The default is ``models/{ann,cnn}-<role>.cfg`` beside the agent's module, else beside its
+        base class's (TD3 uses DDPG's actor; PPO and A2C the on-policy ``xagents/models``).
+        """
         if given is not None:
             return given
-        kind = 'cnn' if len(observation_space.shape) == 3 else 'ann'
-        package = type(self).__module__.rsplit('.', 1)[0]
-        return str(importlib.resources.files(package).joinpath('models', f'{kind}-{role}.cfg'))
+        name = f'{"cnn" if len(observation_space.shape) == 3 else "ann"}-{role}.cfg'
+        for klass in type(self).__mro__:
+            if issubclass(klass, BaseAgent):
+                root, *inner = klass.__module__.split('.')[:-1]
+                path = importlib.resources.files(root).joinpath(*inner, 'models', name)
+                if path.is_file():
+                    return str(path)
+        raise ValueError(f'{type(self).__name__} ships no {name}: pass a model (a .cfg file or a Keras model)')
 
     def build(self, role: str, given, outputs: Sequence[Output]) -> tf.keras.Model:
         """Build (or accept) the model for ``role`` with the outputs the agent needs."""
@@ -196,7 +212,7 @@ class BaseAgent:
 
     def make_optimizer(self, role: str, optimizer: tf.keras.optimizers.Optimizer | None = None,
                        **overrides) -> tf.keras.optimizers.Optimizer:
-        """Register the optimizer of ``role``'s model (default: Adam from the agent's settings),
+        """Register the optimizer of ``role``'s model (default: Adam with ``optimizer_settings``),
         built so that it can be restored and traced, and following the shared LR schedule."""
         optimizer = optimizer or tf.keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
         optimizer.build(self.models[role].trainable_variables)
@@ -254,19 +270,23 @@ class BaseAgent:
             stats.mean, stats.var = extras[f'{name}_mean'], extras[f'{name}_var']
             stats.count = float(extras[f'{name}_count'])
 
-    def load_weights(self, paths: Sequence[str]) -> None:
+    def load_weights(self, weights: Sequence[str]) -> None:
         """Load models (and optimizer states) saved by :meth:`save_models`, one path per role.
+
+        Args:
+            weights: Weights files saved by --checkpoints, one per model: to resume training (with its
+                history) or to play.
 
         Raises:
             ValueError: a file is no checkpoint, was saved by another agent, env or spaces, does not fit
                 its model, or the files are from different steps (a set torn by a kill while saving).
         """
-        if len(paths) != len(self.model_roles):
+        if len(weights) != len(self.model_roles):
             raise ValueError(
                 f'{type(self).__name__} has {len(self.model_roles)} model(s) '
-                f'({", ".join(self.model_roles)}), got {len(paths)} weights file(s)'
+                f'({", ".join(self.model_roles)}), got {len(weights)} weights file(s)'
             )
-        checkpoints = [read_checkpoint(path) for path in paths]
+        checkpoints = [read_checkpoint(path) for path in weights]
         for checkpoint in checkpoints:
             check_identity(checkpoint.path, checkpoint.identity, self.identity())
         steps = {checkpoint.path: checkpoint.steps for checkpoint in checkpoints}
@@ -277,7 +297,7 @@ class BaseAgent:
         for role, checkpoint in zip(self.model_roles, checkpoints):
             checkpoint.restore(self.models[role], self.optimizers.get(role))
             self.restore_extras(role, checkpoint.extras)
-        self.weights_loaded = list(paths)
+        self.weights_loaded = list(weights)
         self.on_weights_changed()
 
     def on_weights_changed(self) -> None:
@@ -595,7 +615,8 @@ class OnPolicy(BaseAgent):
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
-                 normalize_rewards: bool = False, **kwargs) -> None:
+                 normalize_rewards: bool = False, opt_epsilon: float = 1e-7, beta1: float = 0.9,
+                 beta2: float = 0.999, **kwargs) -> None:
         """
         Args:
             n_steps: Steps per env in each rollout.
@@ -603,8 +624,12 @@ class OnPolicy(BaseAgent):
             normalize_rewards: Divide the rewards the agent learns from by a running standard deviation
                 of the discounted return, clipped to [-10, 10] (Baselines' VecNormalize, RL Zoo's
                 normalize); scores stay the env's; the statistics are saved with the first model.
+            opt_epsilon: Adam epsilon.
+            beta1: Adam beta1.
+            beta2: Adam beta2.
         """
         super().__init__(envs, **kwargs)
+        self.optimizer_settings.update(epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
         self.n_steps, self.lam = n_steps, lam
         self.distribution = distribution_for(envs.single_action_space)
         space = envs.single_observation_space
@@ -770,6 +795,9 @@ class OffPolicy(BaseAgent):
         priority_beta_steps: int = 100_000,
         jit_compile: bool | None = None,
         normalize_observations: bool = False,
+        opt_epsilon: float = 1e-7,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
         **kwargs,
     ) -> None:
         """
@@ -792,8 +820,12 @@ class OffPolicy(BaseAgent):
             normalize_observations: Scale vector observations by their running mean and standard
                 deviation, clipped to [-5, 5] (Baselines' DDPG); the statistics are saved with the
                 first model's checkpoint and frozen outside training.
+            opt_epsilon: Adam epsilon.
+            beta1: Adam beta1.
+            beta2: Adam beta2.
         """
         super().__init__(envs, **kwargs)
+        self.optimizer_settings.update(epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
         if buffer_initial_size > buffer_max_size:
             raise ValueError(f'expected buffer_initial_size <= buffer_max_size = {buffer_max_size}, '
                              f'got {buffer_initial_size}')

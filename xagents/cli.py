@@ -38,19 +38,17 @@ def env_flags() -> list[Flag]:
     return flags_of([static_function('xagents.utils.envs', 'create_envs')], skip={'seed'})
 
 
-def fit_flags() -> list[Flag]:
-    return flags_of([static_function('xagents.base', 'BaseAgent.fit')])
+def base_flags(*methods: str, skip: set[str] | frozenset = frozenset()) -> list[Flag]:
+    """Flags of ``BaseAgent``'s ``methods`` (``__init__``, ``fit``...), in order."""
+    return flags_of([static_function('xagents.base', f'BaseAgent.{method}') for method in methods], skip=skip)
 
 
 def training_flags() -> list[Flag]:
-    flags = flags_of([static_function('xagents.base', 'BaseAgent.__init__'), static_function('xagents.base', 'BaseAgent.fit')])
-    return flags + [Flag('weights', 'list', None, 'Weights files to start from (resumes with an existing history).')]
+    return base_flags('__init__', 'fit', 'load_weights', skip={'seed'})
 
 
 def play_flags() -> list[Flag]:
-    return flags_of([static_function('xagents.base', 'BaseAgent.play')], skip={'env_id', 'seed'}) + [
-        Flag('weights', 'list', None, 'Weights files saved by --checkpoints (required).')
-    ]
+    return base_flags('play', 'load_weights', skip={'env_id', 'seed'})
 
 
 def agent_flags(agent: str) -> list[Flag]:
@@ -92,14 +90,12 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
 
     for flag in env_flags():
         shown(flag).add_to(general)
-    general.add_argument('--seed', type=int, default=argparse.SUPPRESS, metavar='N',
-                         help='Seed for TensorFlow, NumPy and the envs; same seed, same history.')
+    shown(next(flag for flag in base_flags('__init__') if flag.name == 'seed')).add_to(general)
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
     if command == 'train':
         group = parser.add_argument_group('training flags')
         for flag in training_flags():
-            if flag.name != 'seed':
-                shown(flag).add_to(group)
+            shown(flag).add_to(group)
     else:
         group = parser.add_argument_group('play flags')
         for flag in play_flags():
@@ -124,7 +120,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     load_tensorflow()  # once the flags parsed: a misspelt flag is refused without it
     env_id = args.pop('env')
     weights = args.pop('weights', None)
-    fit_names = {flag.name for flag in fit_flags()}
+    fit_names = {flag.name for flag in base_flags('fit')}
     play_names = {flag.name for flag in play_flags()} - {'weights'}
     run_args = {name: args.pop(name) for name in list(args) if name in fit_names | play_names}
     if command == 'play':

@@ -118,8 +118,8 @@ class ACER(BaseAgent):
         self.graph_forward = tf.function(self.model)
 
     # ----------------------------------------------------------------------------- acting
-    def load_weights(self, paths: Sequence[str]) -> None:
-        super().load_weights(paths)
+    def load_weights(self, weights: Sequence[str]) -> None:
+        super().load_weights(weights)
         self.average.set_weights(self.model.get_weights())
 
     def on_weights_changed(self) -> None:

@@ -206,8 +206,8 @@ def test_flags_read_from_source_equal_the_imported_signatures(agent):
     from xagents.utils.cli import agent_class, constructors, flags_of
 
     assert agent_flags(agent) == flags_of(constructors(agent_class(agent), BaseAgent))
-    assert training_flags()[:-1] == flags_of([BaseAgent.__init__, BaseAgent.fit])
-    assert play_flags()[:-1] == flags_of([BaseAgent.play], skip={'env_id', 'seed'})
+    assert training_flags() == flags_of([BaseAgent.__init__, BaseAgent.fit, BaseAgent.load_weights], skip={'seed'})
+    assert play_flags() == flags_of([BaseAgent.play, BaseAgent.load_weights], skip={'env_id', 'seed'})
 
 
 @pytest.mark.parametrize('flag, suggestion', [
@@ -242,3 +242,29 @@ def test_a_python_script_shows_progress_and_no_tensorflow_noise(workdir):
     assert result.returncode == 0, result.stderr
     assert 'mean reward' in result.stdout and 'Maximum steps (2000) reached' in result.stdout
     assert result.stderr == ''
+
+
+@pytest.mark.parametrize('agent', AGENTS)
+def test_every_tuned_default_names_a_parameter_of_its_agent(agent):
+    import json
+
+    from xagents.utils.cli import agent_class
+
+    klass = agent_class(agent)
+    table = json.loads(open(os.path.join(os.path.dirname(__import__('xagents').__file__), agent,
+                                         'hyperparameters.json')).read())
+    for entry, settings in table.items():
+        assert set(settings) <= klass.parameter_names(), (entry, set(settings) - klass.parameter_names())
+
+
+def test_a_misspelt_tuned_default_is_one_line(workdir):
+    from xagents import PPO
+
+    class Misspelt(PPO):
+        @classmethod
+        def default_hyperparameters(cls, env_id):
+            return {'n_step': 64}
+
+    with pytest.raises(ValueError, match=r"^Misspelt's hyperparameters.json sets 'n_step' for CartPole-v1, which is "
+                                         r"none of its parameters$"):
+        Misspelt.from_env('CartPole-v1')

@@ -19,7 +19,10 @@ def write(tmp_path, text, name='model.cfg'):
     return str(path)
 
 
-@pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(PACKAGE, '*', 'models', '*.cfg'))))
+SHIPPED = sorted(glob.glob(os.path.join(PACKAGE, 'models', '*.cfg')) + glob.glob(os.path.join(PACKAGE, '*', 'models', '*.cfg')))
+
+
+@pytest.mark.parametrize('path', SHIPPED)
 def test_every_shipped_cfg_builds_with_requested_outputs(path):
     space = IMAGE_SPACE if os.path.basename(path).startswith('cnn') else VECTOR_SPACE
     from xagents.utils.models import read_cfg
@@ -63,7 +66,7 @@ def test_numpy_forward_matches_keras(tmp_path):
 
 
 def test_cnn_model_is_not_mirrored_in_numpy():
-    path = os.path.join(PACKAGE, 'ppo', 'models', 'cnn-model.cfg')
+    path = os.path.join(PACKAGE, 'models', 'cnn-model.cfg')
     model = build_model(path, IMAGE_SPACE, [Output('policy', 6), Output('value', 1)])
     assert not NumpyForward.supports(model)
 
@@ -99,3 +102,18 @@ def test_dense_on_images_needs_flatten(tmp_path):
 def test_missing_cfg_file():
     with pytest.raises(CfgError, match='model file not found: nowhere.cfg'):
         build_model('nowhere.cfg', VECTOR_SPACE, [Output('policy', 2)])
+
+
+@pytest.mark.parametrize('agent, env_id, files', [
+    ('ppo', 'CartPole-v1', ['models/ann-model.cfg']), ('a2c', 'PongNoFrameskip-v4', ['models/cnn-model.cfg']),
+    ('td3', 'Pendulum-v1', ['ddpg/models/ann-actor.cfg', 'td3/models/ann-critic.cfg']),
+])
+def test_default_models_fall_back_along_the_class_hierarchy(agent, env_id, files):
+    """An agent without its own default cfg for a role uses its base class's (no copies to keep in step)."""
+    from xagents.utils.cli import agent_class
+
+    klass = agent_class(agent)
+    roles = [role for role in klass.model_roles if not role.startswith('target')]
+    space = IMAGE_SPACE if 'Pong' in env_id else VECTOR_SPACE
+    resolved = [klass.model_file(klass.__new__(klass), role, space, None) for role in roles]
+    assert [os.path.relpath(path, PACKAGE) for path in resolved] == files

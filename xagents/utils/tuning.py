@@ -252,6 +252,9 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
     if '+' not in url.split('://', 1)[0]:
         # SQLAlchemy's default driver differs across versions (psycopg2, then psycopg 3): use one installed
         installed = [name for module, name in DRIVERS.get(backend, ()) if importlib.util.find_spec(module)]
+        if backend in DRIVERS and not installed:
+            extra = {'postgresql': 'postgres', 'mysql': 'mysql'}[backend]
+            raise ValueError(f"a {backend} storage needs a database driver: pip install 'xagents[{extra}]'")
         if installed:
             url = url.replace('://', f'+{installed[0]}://', 1)
     password = re.match(r'[^:]*://[^/@:]*:(.*)@', url)
