@@ -1,19 +1,17 @@
-"""The shared training loop: collect -> ``train_step`` -> counters -> episodes -> sinks -> checkpoint -> stop.
+"""The shared agent machinery: ``fit`` (collect -> ``train_step`` -> the run's callbacks), env stepping,
+checkpoints, evaluation and play; :class:`OnPolicy` and :class:`OffPolicy` collect for their families.
 
-Agents subclass :class:`OnPolicy` or :class:`OffPolicy` and supply their update as
-``train_step``; everything else (stepping vectorised envs, episode statistics, history,
-logging, checkpoints, stopping rules) lives here once.
+Agents subclass :class:`OnPolicy` or :class:`OffPolicy` and supply their update as ``train_step``.
+What one ``fit`` call tracks (episode statistics, stop rules, progress, files written) lives in its
+:class:`xagents.run.Run` and the callbacks of :mod:`xagents.callbacks`, not on the agent.
 """
 from __future__ import annotations
 
-import collections
-import contextlib
 import functools
 import importlib.resources
 import inspect
 import logging
 import os
-import sys
 import time
 from typing import Sequence
 
@@ -23,6 +21,8 @@ import tensorflow as tf
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer
+from xagents.callbacks import Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, TensorBoard, Wandb
+from xagents.run import Episode, Run
 from xagents.utils.atomic import check_writable, remove_stale_temporaries
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
 from xagents.utils.console import console_logging
@@ -33,7 +33,6 @@ from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model
 from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
-from xagents.utils.sinks import TensorBoardSink, WandbSink
 from xagents.utils.validation import validated
 
 logger = logging.getLogger('xagents')
@@ -41,7 +40,7 @@ ACTING, REPLAY = 1, 2  # purposes of an agent's NumPy random streams (see random
 
 
 class BaseAgent:
-    """Base of every agent: owns the training loop, metrics, checkpoints and stopping rules.
+    """Base of every agent: hyperparameters, models, envs and the training loop that ``fit`` drives.
 
     Subclasses declare ``supported_action_spaces`` and ``model_roles`` (the models saved by
     ``--checkpoints``, in order), build their models and optimizers, and implement
@@ -120,7 +119,7 @@ class BaseAgent:
         self.seed = seed
         self.checkpoints = list(checkpoints) if checkpoints else None
         self.history_checkpoint = history_checkpoint
-        self.log_frequency = log_frequency
+        self.reward_buffer_size, self.log_frequency = reward_buffer_size, log_frequency
         self.divergence_monitoring_steps = divergence_monitoring_steps
         self.plateau_reduce_factor = plateau_reduce_factor
         self.plateau_reduce_patience = plateau_reduce_patience
@@ -135,20 +134,13 @@ class BaseAgent:
         self.lr_decay_steps = lr_decay_steps
         self.lr_factor = 1.0  # product of plateau reductions
         self.initial_learning_rates: dict[str, float] = {}
-        self.reward_buffer = collections.deque(maxlen=reward_buffer_size)
-        self.history = History(history_checkpoint, self.identity())
-        self.history_to_resume = len(self.history) > 0
-        self.time_offset = 0.0
+        self.history = History(history_checkpoint, self.identity())  # every finished episode, across runs
         self.models: dict[str, tf.keras.Model] = {}
         self.optimizers: dict[str, tf.keras.optimizers.Optimizer] = {}
-        self.steps = 0
-        self.games = 0
-        self.best_reward = -np.inf
-        self.saved_best_reward = -np.inf  # best_reward when the checkpoints were last written
-        self.mean_reward = -np.inf
+        self.steps = 0  # env steps taken, over all runs: the clock of every schedule
         self.weights_loaded: list[str] = []
-        self.training_started = False
-        self.last_metrics: dict[str, float] = {}
+        self.training_started = False  # envs reset and stepped by a run
+        self.finished_episodes: list[Episode] = []  # since the run last took them
 
     # ----------------------------------------------------------------- construction helpers
     @classmethod
@@ -239,15 +231,6 @@ class BaseAgent:
             save_checkpoint(path, self.models[role], self.optimizers.get(role),
                             extras=self.checkpoint_extras(role), identity=self.identity(), steps=self.steps)
 
-    def save_best(self) -> None:
-        """Save the models if the best reward rose since they were last saved.
-
-        Called before every history write: a history on disk always has weights on disk beside it.
-        """
-        if self.checkpoints and self.best_reward > self.saved_best_reward:
-            self.save_models()
-            self.saved_best_reward = self.best_reward
-
     def running_statistics(self) -> dict[str, RunningMeanStd]:
         """The normalisation statistics the agent learns with, by name; saved with its first model."""
         return {}
@@ -333,7 +316,8 @@ class BaseAgent:
         eval_frequency: int | None = None,
         eval_episodes: int = 5,
         stop_on: str = 'train',
-    ) -> History:
+        callbacks: Sequence[Callback] = (),
+    ) -> Run:
         """Train until the mean reward reaches ``target_reward`` or ``max_steps`` env steps pass.
 
         Args:
@@ -344,76 +328,42 @@ class BaseAgent:
             eval_frequency: Every this many steps, play eval_episodes deterministic episodes.
             eval_episodes: Episodes per deterministic evaluation, each in its own env.
             stop_on: Judge target_reward on the 'train' mean reward or the latest 'eval' reward.
+            callbacks: More :class:`xagents.callbacks.Callback` s, after the built-in ones.
 
         Returns:
-            The history of finished episodes.
+            The run: its mean, best and evaluation rewards, why it stopped, and the history.
         """
-        if tensorboard:
-            check_writable(tensorboard, directory=True)
-        self._begin(target_reward, max_steps, eval_frequency, eval_episodes, stop_on)
-        if monitor_session:
-            self.sinks.append(WandbSink(monitor_session, self.config()))
-        if tensorboard:
-            self.sinks.append(TensorBoardSink(tensorboard))
-        self.training_started = True
-        progress = self._progress_bar(max_steps)
-        redirect = contextlib.nullcontext()
-        if progress is not None:
-            from tqdm.contrib.logging import logging_redirect_tqdm
-
-            redirect = logging_redirect_tqdm()  # log lines above the bar, not through it
-        try:
-            with redirect:
-                reason = None
-                while not reason:
-                    reason = self._train_round(progress)
-        finally:
-            if progress is not None:
-                progress.close()
-            self.save_best()
-            self.history.flush()
-            self._log_progress()
-            for sink in self.sinks:
-                sink.close()
-            self.time_offset += time.perf_counter() - self.run_start_time
-        logger.info(reason)
-        return self.history
-
-    def _train_round(self, progress) -> str | None:
-        """Train once, then schedule, evaluate and checkpoint; return why training stops, if it does."""
-        steps_before = self.steps
-        self.last_metrics = self.train_once()
-        if self.lr_decay_steps:
-            self.update_learning_rates()
-        if progress is not None:
-            progress.update(self.steps - steps_before)
-        if self.eval_frequency and self.steps >= self.next_eval:
-            self.next_eval += self.eval_frequency
-            self.eval_reward = self.evaluate(self.eval_episodes)
-            for sink in self.sinks:
-                sink.write({'eval_reward': self.eval_reward}, self.steps)
-            if not self.quiet:
-                logger.info('steps %d  eval reward %.2f (%d deterministic episodes)',
-                            self.steps, self.eval_reward, self.eval_episodes)
-        self.save_best()
-        return self._stop_reason()
-
-    def config(self) -> dict:
-        """Hyperparameters worth recording with a run."""
-        return {key: value for key, value in vars(self).items()
-                if isinstance(value, (int, float, str, bool)) and not key.startswith('_')}
-
-    def _begin(self, target_reward: float | None, max_steps: int | None, eval_frequency: int | None,
-               eval_episodes: int, stop_on: str) -> None:
-        if target_reward is None and max_steps is None:
-            raise ValueError('expected target_reward or max_steps (or both), got neither')
-        if stop_on not in ('train', 'eval'):
-            raise ValueError(f"expected stop_on 'train' or 'eval', got {stop_on!r}")
         if stop_on == 'eval' and not eval_frequency:
             raise ValueError('stop_on eval needs an eval_frequency')
-        self.eval_frequency, self.eval_episodes, self.stop_on = eval_frequency, eval_episodes, stop_on
-        self.eval_reward = -np.inf
-        if self.history_to_resume and not self.weights_loaded:
+        built_in: list[Callback] = [Checkpoints(), ProgressLines(quiet=self.quiet)]
+        if not self.quiet:
+            built_in.append(ProgressBar())
+        if eval_frequency:
+            built_in.append(Evaluation(eval_frequency, eval_episodes, quiet=self.quiet))
+        if monitor_session:
+            built_in.append(Wandb(monitor_session))
+        if tensorboard:
+            built_in.append(TensorBoard(tensorboard))
+        if self.divergence_monitoring_steps is not None:
+            built_in.append(Plateau(self.divergence_monitoring_steps, self.plateau_reduce_factor,
+                                    self.plateau_reduce_patience, self.early_stop_patience))
+        run = Run(self, [*built_in, *callbacks], target_reward, max_steps, stop_on)
+        self.check_outputs(tensorboard)
+        run.start()
+        try:
+            while run.reason is None:  # collect and update; the run records, logs, saves and judges
+                metrics = self.train_once()
+                if self.lr_decay_steps:
+                    self.update_learning_rates()
+                run.end_round(metrics, self.take_episodes())
+        finally:
+            run.finish()
+        return run
+
+    def check_outputs(self, tensorboard: str | None = None) -> None:
+        """Refuse, before a run touches anything, files it would overwrite or could not write; remove
+        temporary files that a killed write of them left."""
+        if len(self.history.saved) and not self.training_started and not self.weights_loaded:
             raise ValueError(
                 f'history {self.history_checkpoint} exists: load its weights to resume (--weights), '
                 'or choose another history file'
@@ -423,42 +373,28 @@ class BaseAgent:
                 raise ValueError(
                     f'checkpoint {path} exists: pass it as weights to resume, or choose another path'
                 )
+        if tensorboard:
+            check_writable(tensorboard, directory=True)
         for path in [*(self.checkpoints or ()), self.history_checkpoint]:
             if path:
                 check_writable(path)
                 for name in remove_stale_temporaries(path):
                     logger.info('Removed %s, left by an interrupted write', name)
-        self.target_reward, self.max_steps = target_reward, max_steps
-        if self.history_to_resume:
-            self.history_to_resume = False
-            frame = self.history.frame()
-            last = frame.iloc[-1]
-            self.steps, self.time_offset = int(last['step']), float(last['time'])
-            self.best_reward = float(frame['best_reward'].max())
-            self.games = len(frame)
-            self.reward_buffer.extend(frame['episode_reward'].iloc[-self.reward_buffer.maxlen:])
-            self.mean_reward = float(np.mean(self.reward_buffer))
-            self.saved_best_reward = self.best_reward  # its weights are the ones loaded
-        self.next_eval = self.steps + (eval_frequency or 0)
-        self.plateau_best_reward = self.best_reward
-        self.plateau_count = self.early_stop_count = 0
-        self.last_log_games = self.games
+
+    def config(self) -> dict:
+        """Hyperparameters worth recording with a run."""
+        return {key: value for key, value in vars(self).items()
+                if isinstance(value, (int, float, str, bool)) and not key.startswith('_')}
+
+    def start_envs(self) -> None:
+        """Reset the envs (seeded) before the first run; later runs go on where the last one stopped."""
         if not self.training_started:
             self.episode_scores = EpisodeScores(self.envs)
             self.observations = self.envs.reset(seed=self.seed)[0]
-        self.sinks = []
-        # Per-run counters: never named like a hyperparameter (start_steps is one).
-        self.run_start_time, self.run_start_steps = time.perf_counter(), self.steps
-
-    def _progress_bar(self, max_steps: int | None):
-        if self.quiet or not sys.stderr.isatty():
-            return None
-        from tqdm import tqdm
-
-        return tqdm(total=max_steps, initial=self.steps, unit='step', leave=False, dynamic_ncols=True)
+            self.training_started = True
 
     def step_envs(self, actions: np.ndarray):
-        """Send the agent's ``actions`` (see :meth:`env_actions`) to every env and record finished episodes.
+        """Send the agent's ``actions`` (see :meth:`env_actions`) to every env; note finished episodes.
 
         Returns:
             ``(next_observations, rewards, terminated, truncated, final_observations)`` where
@@ -473,87 +409,16 @@ class BaseAgent:
             final_observations = next_observations.copy()
             ended = np.flatnonzero(dones)
             final_observations[ended] = np.stack(info['final_obs'][ended])
-        _, returns = self.episode_scores.update(rewards, dones, info)
-        if len(returns):
-            self._record_episodes(returns)
+        _, scores = self.episode_scores.update(rewards, dones, info)
+        if len(scores):
+            now = time.perf_counter()
+            self.finished_episodes.extend(Episode(float(score), self.steps, now) for score in scores)
         return next_observations, rewards, terminated, truncated, final_observations
 
-    def _record_episodes(self, returns: np.ndarray) -> None:
-        """Note finished episodes. The best reward is the highest mean reward after any episode,
-        the same in the progress line, the history's ``best_reward`` column and on resume."""
-        elapsed = self.time_offset + time.perf_counter() - self.run_start_time
-        for episode_return in returns:
-            self.reward_buffer.append(float(episode_return))
-            self.mean_reward = float(np.mean(self.reward_buffer))
-            self.best_reward = max(self.best_reward, self.mean_reward)
-            self.history.append(self.mean_reward, self.best_reward, float(episode_return), self.steps, elapsed)
-        self.games += len(returns)
-        if self.games - self.last_log_games >= self.log_frequency:
-            self.last_log_games = self.games
-            self.save_best()
-            self.history.flush()
-            self._log_progress()
-            self._monitor_plateau()
-
-    def _log_progress(self) -> None:
-        elapsed = time.perf_counter() - self.run_start_time
-        metrics = {
-            'mean_reward': self.mean_reward, 'best_reward': self.best_reward,
-            'episode_reward': self.reward_buffer[-1] if self.reward_buffer else float('nan'),
-            'games': self.games, 'steps_per_second': (self.steps - self.run_start_steps) / max(elapsed, 1e-9),
-            **{name: float(value) for name, value in self.last_metrics.items()},
-        }
-        for sink in self.sinks:
-            sink.write(metrics, self.steps)
-        if not self.quiet:
-            logger.info(
-                'time %s  steps %d  games %d  speed %.0f steps/s  mean reward %s  best reward %s',
-                time.strftime('%H:%M:%S', time.gmtime(self.time_offset + elapsed)), self.steps,
-                self.games, metrics['steps_per_second'], _reward(self.mean_reward), _reward(self.best_reward),
-            )
-
-    def _monitor_plateau(self) -> None:
-        """At a progress line: reduce the learning rate on a plateau and count towards early stopping.
-
-        One clock, progress lines: the best mean reward either rose since the previous line (the
-        counts restart) or did not (one more line on the plateau).
-        """
-        improved = self.best_reward > self.plateau_best_reward
-        self.plateau_best_reward = self.best_reward
-        if (
-            self.divergence_monitoring_steps is None
-            or self.steps < self.divergence_monitoring_steps
-            or self.early_stop_count >= self.early_stop_patience  # stopping at the end of this update
-        ):
-            return
-        if improved:
-            self.plateau_count = self.early_stop_count = 0
-            return
-        self.plateau_count += 1
-        if self.plateau_count >= self.plateau_reduce_patience:
-            self.plateau_count = 0
-            self.early_stop_count += 1
-            self.lr_factor *= self.plateau_reduce_factor
-            self.update_learning_rates()
-            logger.info('Plateau: learning rate reduced by a factor of %s', self.plateau_reduce_factor)
-
-    def _stop_reason(self) -> str | None:
-        if self.target_reward is not None:
-            if self.stop_on == 'eval':
-                reached = self.eval_reward >= self.target_reward
-            else:
-                reached = (len(self.reward_buffer) == self.reward_buffer.maxlen
-                           and self.mean_reward >= self.target_reward)
-            if reached:
-                return f'Reward achieved in {self.steps} steps'
-        if self.max_steps is not None and self.steps >= self.max_steps:
-            return f'Maximum steps ({self.max_steps}) reached; best mean reward {self.best_reward:.2f}'
-        if self.lr_decay_steps is not None and self.steps >= self.lr_decay_steps:
-            return (f'Learning rate decayed to 0 at {self.lr_decay_steps} steps; '
-                    f'best mean reward {_reward(self.best_reward)}')
-        if self.early_stop_count >= self.early_stop_patience:
-            return f'Early stopping after {self.early_stop_count} plateaus; best mean reward {self.best_reward:.2f}'
-        return None
+    def take_episodes(self) -> list[Episode]:
+        """The episodes finished since the last call: what a round's collection hands its run."""
+        episodes, self.finished_episodes = self.finished_episodes, []
+        return episodes
 
     def evaluate(self, episodes: int = 5, seed: int | None = None) -> float:
         """Mean score of ``episodes`` deterministic episodes (whole games), played at once on fresh envs."""
@@ -1057,10 +922,6 @@ def polyak_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable]
     """``target <- (1 - tau) * target + tau * source`` for each pair; ``tau = 1`` copies."""
     for target, source in zip(targets, sources):
         target.assign(source if tau == 1 else target + tau * (source - target))
-
-
-def _reward(value: float) -> str:
-    return f'{value:.2f}' if np.isfinite(value) else 'n/a'
 
 
 def flat_actions(space: gym.Space) -> gym.Space:

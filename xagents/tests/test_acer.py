@@ -207,8 +207,8 @@ def test_atari_model_updates():
     agent = ACER.from_env('PongNoFrameskip-v4', seed=0, n_envs=2, n_steps=4, async_envs=False,
                           buffer_size=4, replay_start=1, replay_ratio=1.0, quiet=True)
     assert agent.numpy_forward is None and agent.buffer.observations.dtype == np.uint8
-    agent.fit(max_steps=24)
-    assert np.isfinite(float(agent.last_metrics['q_loss']))
+    run = agent.fit(max_steps=24)
+    assert np.isfinite(float(run.metrics['q_loss']))
 
 
 def test_bad_hyperparameters_raise():
@@ -234,5 +234,5 @@ def test_cli_rejects_bad_input_in_one_line(argv, message, tmp_path, xagents_comm
 
 def test_learns_cartpole():
     agent = ACER.from_env('CartPole-v1', seed=1, quiet=True)  # tuned defaults, replay included
-    agent.fit(target_reward=150, max_steps=40_000)  # a random policy scores ~22
-    assert agent.mean_reward >= 150
+    run = agent.fit(target_reward=150, max_steps=40_000)  # a random policy scores ~22
+    assert run.mean_reward >= 150

@@ -114,15 +114,15 @@ def test_best_reward_is_one_number_in_progress_lines_history_and_resume(workdir,
     resumed = PPO.from_env('CartPole-v1', seed=1, log_frequency=1, checkpoints=['w.tf'],
                            history_checkpoint='h.parquet', quiet=True)
     resumed.load_weights(['w.tf'])
-    resumed.fit(max_steps=16_000)
+    run = resumed.fit(max_steps=16_000)
     continued = pd.read_parquet('h.parquet')
     assert len(continued) > len(history)
     np.testing.assert_array_equal(continued['best_reward'], continued['mean_reward'].cummax())
-    assert resumed.best_reward == continued['best_reward'].iloc[-1]
+    assert run.best_reward == continued['best_reward'].iloc[-1]
 
 
 def plateau_agent(env_id: str) -> PPO:
-    """PPO logging a progress line per pair of episodes (128 per rollout), plateau rules from the start."""
+    """PPO logging a progress line per episode (128 per rollout), plateau rules from the start."""
     return PPO.from_env(env_id, seed=0, n_envs=2, n_steps=128, lr=1e-3, log_frequency=1, reward_buffer_size=10,
                         divergence_monitoring_steps=1, plateau_reduce_patience=2, plateau_reduce_factor=0.5,
                         early_stop_patience=2, quiet=True)
@@ -130,19 +130,19 @@ def plateau_agent(env_id: str) -> PPO:
 
 def test_a_run_that_keeps_improving_is_never_stopped_or_slowed():
     agent = plateau_agent('RisingScores-v0')
-    agent.fit(max_steps=2560)
-    assert agent.steps == 2560 and agent.early_stop_count == 0
+    run = agent.fit(max_steps=2560)
+    assert agent.steps == 2560 and run.reason.startswith('Maximum steps (2560) reached')
     assert float(agent.optimizer.learning_rate) == pytest.approx(1e-3)
 
 
 def test_a_flat_run_is_slowed_then_stopped_after_the_stated_number_of_lines():
     agent = plateau_agent('FlatScores-v0')
-    history = agent.fit(max_steps=100_000)
+    run = agent.fit(max_steps=100_000)
     # The first line sets the best; then 2 lines without a new best halve the rate, 2 more halve it
-    # again and end training: 5 lines, 10 episodes, inside the first rollout.
-    assert agent.early_stop_count == 2 and agent.steps == 256
+    # again and end training: 5 lines (episodes), inside the first rollout, which ends the run.
+    assert run.reason == 'Early stopping after 2 plateaus; best mean reward 0.00' and agent.steps == 256
     assert float(agent.optimizer.learning_rate) == pytest.approx(1e-3 * 0.25)
-    assert len(history) == 128
+    assert len(run.history) == 128
 
 
 def peaked(agent, bias: tuple[float, float] = (2.0, -2.0)):
@@ -219,8 +219,8 @@ def test_matrix_shaped_box_actions_reach_the_env_in_their_shape(agent_class, set
 def test_discrete_observations_are_one_hot_and_tuples_are_refused_in_one_line():
     agent = PPO.from_env('FrozenLake-v1', seed=0, n_envs=2, n_steps=32, quiet=True)
     assert agent.envs.single_observation_space == gym.spaces.Box(0.0, 1.0, (16,), np.float32)
-    agent.fit(max_steps=500)
-    assert agent.games > 0 and set(np.unique(agent.observations)) <= {0.0, 1.0}
+    run = agent.fit(max_steps=500)
+    assert run.games > 0 and set(np.unique(agent.observations)) <= {0.0, 1.0}
     with pytest.raises(ValueError, match=r'^PPO expects Box observations \(envs made by create_envs one-hot encode '
                                          r'Discrete ones\), got Tuple\(Discrete\(32\), Discrete\(11\), Discrete\(2\)\)$'):
         PPO.from_env('Blackjack-v1', quiet=True)

@@ -53,7 +53,7 @@ def test_stored_transitions_are_the_env_dynamics_truncation_bootstraps_terminati
         [lambda: gym.make('CartPole-v1', max_episode_steps=15)] * 2,
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     agent = DQN(envs, seed=3, buffer_initial_size=400, buffer_batch_size=32, update_every=2, quiet=True)
-    agent.fit(max_steps=398)
+    run = agent.fit(max_steps=398)
     assert len(agent.buffer) == 398 and agent.gradient_updates.numpy() == 0  # no learning yet
     batch = agent.buffer.sample(3000)  # with replacement: every stored transition, most likely
     env = gym.make('CartPole-v1').unwrapped
@@ -68,7 +68,7 @@ def test_stored_transitions_are_the_env_dynamics_truncation_bootstraps_terminati
         assert discount == (0.0 if terminated else np.float32(0.99))
         terminated_seen += terminated
     assert terminated_seen > 0
-    assert 15 in agent.reward_buffer  # some episodes were cut at the 15-step limit (and bootstrap)
+    assert 15 in run.reward_buffer  # some episodes were cut at the 15-step limit (and bootstrap)
     envs.close()
 
 
@@ -91,9 +91,9 @@ def test_one_graph_call_runs_every_gradient_step_and_moves_targets_on_schedule()
         layer.assign(layer + 1.0)
     before = [w.numpy() for w in agent.target_critic.weights]
     online = [w.numpy() for w in agent.critic.weights]
-    agent.fit(max_steps=300)
+    run = agent.fit(max_steps=300)
     assert agent.gradient_updates.numpy() == 3
-    assert set(agent.last_metrics) == {'critic_loss', 'actor_loss', 'q'}
+    assert set(run.metrics) == {'critic_loss', 'actor_loss', 'q'}
     for target, start, source in zip(agent.target_critic.weights, before, online):
         np.testing.assert_allclose(target.numpy(), 0.5 * start + 0.5 * source, rtol=1e-5, atol=1e-6)
 
@@ -418,8 +418,7 @@ def test_actions_are_valid_for_the_env_and_deterministic_ones_repeat(agent_class
 def test_same_seed_same_updates():
     def first_metrics():
         agent = SAC.from_env('Pendulum-v1', seed=5, buffer_initial_size=256, gradient_steps=4, quiet=True)
-        agent.fit(max_steps=300)
-        return {name: float(value) for name, value in agent.last_metrics.items()}
+        return {name: float(value) for name, value in agent.fit(max_steps=300).metrics.items()}
 
     first = first_metrics()
     assert all(np.isfinite(list(first.values()))) and first == first_metrics()
@@ -576,8 +575,8 @@ def test_learning_starts_when_buffer_initial_size_equals_the_capacity():
     agent = DQN.from_env('CartPole-v1', seed=0, buffer_max_size=3000, buffer_initial_size=3000, quiet=True)
     agent.fit(max_steps=3072)
     assert len(agent.buffer) < 3000 and agent.gradient_updates.numpy() > 0
-    agent.fit(target_reward=150, max_steps=20_000, eval_frequency=2500, eval_episodes=5, stop_on='eval')
-    assert agent.eval_reward >= 150, agent.eval_reward
+    run = agent.fit(target_reward=150, max_steps=20_000, eval_frequency=2500, eval_episodes=5, stop_on='eval')
+    assert run.eval_reward >= 150, run.eval_reward
 
 
 def test_each_prioritised_minibatch_is_a_stratified_sample_of_the_whole_buffer():

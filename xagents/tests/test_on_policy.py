@@ -37,17 +37,17 @@ def counting_envs(terminate_at, truncate_at):
 def test_truncation_bootstraps_and_termination_does_not():
     # Env truncates after 3 steps (never terminates): step 3's reward is 1 + gamma * V(final obs 3).
     agent = PPO(counting_envs(None, 3), n_steps=4, mini_batches=1, gamma=0.9, seed=0, quiet=True)
-    agent._begin(None, 8, None, 5, 'train')
+    agent.start_envs()
     rollout = agent.collect()
     value_of_3 = agent.forward(np.array([[3.0]], np.float32))[1][0]
     np.testing.assert_allclose(rollout.rewards[:, 0], [1, 1, 1 + 0.9 * value_of_3, 1], rtol=1e-5)
     np.testing.assert_array_equal(rollout.dones[:, 0], [0, 0, 1, 0])
     # The step after the end is the new episode's first: observed 0, never the reset transition.
     np.testing.assert_array_equal(rollout.observations[:, 0, 0], [0, 1, 2, 0])
-    assert agent.games == 2 and list(agent.reward_buffer) == [3.0, 3.0]
+    assert [episode.score for episode in agent.take_episodes()] == [3.0, 3.0]
 
     agent = PPO(counting_envs(3, 10), n_steps=4, mini_batches=1, gamma=0.9, seed=0, quiet=True)
-    agent._begin(None, 8, None, 5, 'train')
+    agent.start_envs()
     rollout = agent.collect()
     np.testing.assert_array_equal(rollout.rewards[:, 0], [1, 1, 1, 1])
     np.testing.assert_array_equal(rollout.dones[:, 0], [0, 0, 1, 0])
@@ -59,7 +59,7 @@ def test_one_update_is_finite_and_changes_weights(agent_class, env_id):
     extra = {'mini_batches': 2} if agent_class is PPO else {}
     agent = agent_class.from_env(env_id, n_envs=2, n_steps=8, seed=1, quiet=True, **extra)
     before = [weight.numpy().copy() for weight in agent.model.weights]
-    agent._begin(None, 16, None, 5, 'train')
+    agent.start_envs()
     metrics = agent.train_once()
     assert metrics and all(np.isfinite(float(value)) for value in metrics.values())
     assert any(not np.array_equal(a, b.numpy()) for a, b in zip(before, agent.model.weights))
@@ -132,13 +132,13 @@ def test_resume_continues_steps_and_best_reward(workdir):
     # ... and continues from it with them.
     resumed = PPO.from_env('CartPole-v1', seed=4, checkpoints=['c.tf'], history_checkpoint='h.parquet', quiet=True)
     resumed.load_weights(['c.tf'])
-    resumed.fit(max_steps=8000)
+    run = resumed.fit(max_steps=8000)
     history = pd.read_parquet('h.parquet')
     pd.testing.assert_frame_equal(history.iloc[:len(saved)], saved)
     new = history.iloc[len(saved):]
     assert len(new) > 0 and new['step'].min() > saved['step'].iloc[-1]
     assert 8000 <= resumed.steps < 8000 + 8 * 32 + 1
-    assert resumed.best_reward >= saved['best_reward'].max()
+    assert run.best_reward >= saved['best_reward'].max()
     assert (new['time'] >= saved['time'].iloc[-1]).all()
 
 
@@ -154,13 +154,13 @@ def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_ret
     gamma = 0.9
     agent = PPO(counting_envs(None, 3), n_steps=5, mini_batches=1, gamma=gamma, seed=0, normalize_rewards=True,
                 quiet=True)
-    agent._begin(None, 20, None, 5, 'train')
+    agent.start_envs()
     agent.collect()
     rollout = agent.collect()
     returns = np.tile(np.cumsum(gamma ** np.arange(3)), 4)[:10]  # one env's returns over 10 steps
     scale = 1 / np.sqrt(np.var(np.repeat(returns, 2)))  # both envs see the same returns
     np.testing.assert_allclose(rollout.rewards[-1, 0], scale, rtol=1e-3)  # step 10: not an episode end
-    assert agent.reward_buffer[-1] == 3.0  # scores stay the env's
+    assert agent.take_episodes()[-1].score == 3.0  # scores stay the env's
 
 
 @pytest.mark.parametrize('agent_class, seed, max_steps', [(PPO, 0, 60_000), (TRPO, 0, 80_000), (A2C, 0, 450_000)])
@@ -168,26 +168,26 @@ def test_gaussian_policies_learn_pendulum(agent_class, seed, max_steps):
     """Random play scores about -1200; PPO and TRPO's tuned settings pass -250 in 40k-70k steps, A2C's
     (rewards normalised, as RL Zoo's) in about half a million."""
     agent = agent_class.from_env('Pendulum-v1', seed=seed, reward_buffer_size=20, quiet=True)
-    agent.fit(target_reward=-400, max_steps=max_steps)
-    assert agent.mean_reward >= -400, agent.mean_reward
+    run = agent.fit(target_reward=-400, max_steps=max_steps)
+    assert run.mean_reward >= -400, run.mean_reward
 
 
 def test_ppo_learns_cartpole():
     agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
-    agent.fit(target_reward=150, max_steps=60_000)
-    assert agent.mean_reward >= 150, agent.mean_reward
+    run = agent.fit(target_reward=150, max_steps=60_000)
+    assert run.mean_reward >= 150, run.mean_reward
 
 
 def test_a2c_learns_cartpole():
     agent = A2C.from_env('CartPole-v1', seed=0, quiet=True)
-    agent.fit(target_reward=150, max_steps=150_000)
-    assert agent.mean_reward >= 150, agent.mean_reward
+    run = agent.fit(target_reward=150, max_steps=150_000)
+    assert run.mean_reward >= 150, run.mean_reward
 
 
 def test_evaluation_is_deterministic_and_can_stop_training():
     agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
-    agent.fit(target_reward=500, max_steps=60_000, eval_frequency=5000, eval_episodes=3, stop_on='eval')
-    assert agent.eval_reward == 500
+    run = agent.fit(target_reward=500, max_steps=60_000, eval_frequency=5000, eval_episodes=3, stop_on='eval')
+    assert run.eval_reward == 500
     assert agent.evaluate(3, seed=1) == agent.evaluate(3, seed=1)
 
 

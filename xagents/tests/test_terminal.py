@@ -55,8 +55,8 @@ def test_training_from_the_command_line_in_a_terminal_draws_a_bar_and_reaches_th
 def test_training_from_a_python_script_in_a_terminal_draws_a_bar(workdir):
     script = ("from xagents import PPO\n"
               "agent = PPO.from_env('CartPole-v1', seed=0)\n"
-              "agent.fit(target_reward=150)\n"
-              "print('mean reward', agent.mean_reward)\n")
+              "run = agent.fit(target_reward=150)\n"
+              "print('mean reward', run.mean_reward)\n")
     status, shown = run_in_terminal([sys.executable, '-c', script])
     assert status == 0, shown[-2000:]
     assert 'Traceback' not in shown and 'step/s' in shown

@@ -723,21 +723,21 @@ def train_trial(agent: str, env_id: str, hyperparameters: Mapping[str, Any], tri
     Raises:
         Diverged: A loss or a weight is not finite.
     """
-    instance = agent_class(agent).from_env(env_id, quiet=True, **hyperparameters)
+    instance, run = agent_class(agent).from_env(env_id, quiet=True, **hyperparameters), None
     try:
         for report in range(1, n_reports + 1):
             step = trial_steps * report // n_reports
             try:
-                if instance.steps < step:
-                    instance.fit(max_steps=step)
+                if run is None or instance.steps < step:
+                    run = instance.fit(max_steps=step)
             except Exception as error:  # NaN weights surface as errors (e.g. NaN probabilities)
                 if _weights_finite(instance):
                     raise
                 raise Diverged(f'non-finite weights after {instance.steps} steps ({_one_line(error)})') from None
-            bad = [name for name, value in instance.last_metrics.items() if not np.isfinite(float(value))]
+            bad = [name for name, value in run.metrics.items() if not np.isfinite(float(value))]
             if bad or not _weights_finite(instance):
                 raise Diverged(f'non-finite {", ".join(bad) or "weights"} after {instance.steps} steps')
-            value = instance.evaluate(eval_episodes) if eval_episodes else instance.mean_reward
+            value = instance.evaluate(eval_episodes) if eval_episodes else run.mean_reward
             if np.isfinite(value):
                 yield step, float(value)
     finally:

@@ -1,0 +1,73 @@
+"""Runs and callbacks: the events a user's callback hears, stopping from one, and state kept off the agent."""
+from __future__ import annotations
+
+import pytest
+
+from xagents import DQN, PPO
+from xagents.callbacks import Callback
+
+
+class Recorder(Callback):
+    """Records every event; stops the run once ``stop_after_rounds`` rounds ended (None: never)."""
+
+    def __init__(self, stop_after_rounds: int | None = None, stop_after_episodes: int | None = None) -> None:
+        self.events: list[str] = []
+        self.rounds = self.episodes = 0
+        self.stop_after_rounds, self.stop_after_episodes = stop_after_rounds, stop_after_episodes
+
+    def on_start(self, run):
+        self.events.append('start')
+
+    def on_episode(self, run, episode):
+        self.events.append('episode')
+        self.episodes += 1
+        assert run.history.frame()['episode_reward'].iloc[-1] == episode.score  # recorded before callbacks
+        if self.episodes == self.stop_after_episodes:
+            return False
+
+    def on_progress(self, run):
+        self.events.append('progress')
+
+    def on_round(self, run):
+        self.events.append('round')
+        self.rounds += 1
+        return self.rounds != self.stop_after_rounds
+
+    def on_metrics(self, run, metrics):
+        self.events.append('metrics')
+
+    def on_stop(self, run):
+        self.events.append('stop')
+
+
+def test_a_callback_hears_every_event_in_order():
+    recorder = Recorder()
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, log_frequency=5, quiet=True)
+    run = agent.fit(max_steps=640, callbacks=[recorder])
+    events = recorder.events
+    assert events[0] == 'start' and events[-1] == 'stop' and events.count('start') == events.count('stop') == 1
+    assert events.count('round') == 5 and events.count('episode') == run.games
+    assert events.count('progress') == run.games // 5
+    # Within a round: its episodes, a progress event after every 5th, then the round's end.
+    first_round = events[1:events.index('round')]
+    assert set(first_round) <= {'episode', 'progress', 'metrics'} and first_round.count('episode') > 5
+    assert 'metrics' in events  # the progress metrics reach every callback
+
+
+@pytest.mark.parametrize('stopper, rounds', [(Recorder(stop_after_rounds=3), 3), (Recorder(stop_after_episodes=1), None)])
+def test_a_callback_stops_training_by_returning_false(stopper, rounds):
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, quiet=True)
+    run = agent.fit(max_steps=100_000, callbacks=[stopper])
+    assert run.reason == 'Stopped by Recorder'
+    assert agent.steps == (rounds or 1) * 128  # the round in which it asked ends, then the run stops
+
+
+def test_run_state_lives_in_the_run_and_a_second_fit_goes_on_from_the_history():
+    agent = DQN.from_env('CartPole-v1', seed=0, quiet=True)
+    first = agent.fit(max_steps=3000)
+    for name in ('mean_reward', 'best_reward', 'eval_reward', 'games', 'reward_buffer', 'target_reward', 'max_steps'):
+        assert not hasattr(agent, name), name
+    second = agent.fit(max_steps=6000)
+    assert second is not first and second.start_steps == first.steps and agent.steps >= 6000
+    assert second.games > first.games and second.best_reward >= first.best_reward
+    assert len(agent.history) == second.games
