@@ -30,7 +30,7 @@ from xagents.utils.distributions import DiagGaussian, distribution_for
 from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, create_envs, env_settings, frame_stacked
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
-from xagents.utils.models import NumpyForward, Output, build_model
+from xagents.utils.models import Forward, NumpyForward, Output, build_model
 from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
 from xagents.utils.validation import validated
@@ -140,6 +140,7 @@ class BaseAgent:
         self.steps = 0  # env steps taken, over all runs: the clock of every schedule
         self.weights_loaded: list[str] = []
         self.training_started = False  # envs reset and stepped by a run
+        self.forwards: list[Forward] = []  # acting passes, refreshed when weights change
         self.finished_episodes: list[Episode] = []  # since the run last took them
 
     # ----------------------------------------------------------------- construction helpers
@@ -283,8 +284,17 @@ class BaseAgent:
         self.weights_loaded = list(weights)
         self.on_weights_changed()
 
+    def acting(self, *models: tf.keras.Model) -> Forward:
+        """The forward pass the agent acts with (see :class:`xagents.utils.models.Forward`), kept in
+        step with the weights by :meth:`on_weights_changed`."""
+        forward = Forward(*models)
+        self.forwards.append(forward)
+        return forward
+
     def on_weights_changed(self) -> None:
-        """Hook called after weights change outside ``train_step`` (loading, updates)."""
+        """Called after weights change outside ``train_step`` (loading, updates): refresh acting passes."""
+        for forward in self.forwards:
+            forward.refresh()
 
     # ---------------------------------------------------------------------------- training
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -512,10 +522,14 @@ class OnPolicy(BaseAgent):
     def build_actor_critic(self, model) -> tf.keras.Model:
         """Build the actor-critic model and, for Box actions, its learned ``log_std``."""
         model = self.with_log_std(self.build('model', model, self.policy_outputs()))
-        self.numpy_forward = NumpyForward(model) if NumpyForward.supports(model) else None
-        self.graph_forward = tf.function(model, reduce_retracing=True)  # batch sizes vary: envs, finals, play
-        self.on_weights_changed()
+        self.act_with(model)
         return model
+
+    def act_with(self, *models: tf.keras.Model) -> None:
+        """Act with ``models``, whose outputs are the distribution parameters then the value (one
+        actor-critic model, or an actor and a critic)."""
+        self.policy_and_value = self.acting(*models)
+        self.on_weights_changed()
 
     def with_log_std(self, policy: tf.keras.Model) -> tf.keras.Model:
         """For Box actions, give ``policy`` a learned state-independent ``log_std`` (saved with it)."""
@@ -525,17 +539,13 @@ class OnPolicy(BaseAgent):
         return policy
 
     def on_weights_changed(self) -> None:
-        if getattr(self, 'numpy_forward', None):
-            self.numpy_forward.refresh()
-        model = self.models.get('model')
-        self.log_std_np = model.log_std.numpy() if hasattr(model, 'log_std') else None
+        super().on_weights_changed()
+        policy = self.models.get(self.model_roles[0])
+        self.log_std_np = policy.log_std.numpy() if hasattr(policy, 'log_std') else None
 
     def forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Distribution parameters and values ``(B,)`` for a batch of observations."""
-        if self.numpy_forward:
-            params, values = self.numpy_forward(observations)
-        else:
-            params, values = (output.numpy() for output in self.graph_forward(observations))
+        params, values = self.policy_and_value(observations)
         return params, values[:, 0]
 
     def sample(self, params: np.ndarray, deterministic: bool = False):
@@ -546,7 +556,7 @@ class OnPolicy(BaseAgent):
     def log_prob_entropy(self, params: tf.Tensor, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Graph-mode log-probabilities of ``actions`` and entropies under ``params``."""
         if isinstance(self.distribution, DiagGaussian):
-            log_std = self.models['model'].log_std
+            log_std = self.models[self.model_roles[0]].log_std  # the policy's
             return (self.distribution.log_prob(params, log_std, actions),
                     self.distribution.entropy(params, log_std))
         return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
@@ -743,7 +753,6 @@ class OffPolicy(BaseAgent):
                 raise ValueError(f'normalize_observations expected vector observations, got shape {shape}')
             self.observation_stats = RunningMeanStd(shape=shape)
         self.target_pairs: list[tuple[tf.keras.Model, tf.keras.Model]] = []
-        self.numpy_forwards: list[NumpyForward] = []
         self.gradient_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='gradient_updates')
         # Noise inside updates comes from a seeded generator: XLA would reseed unseeded random ops.
         self.graph_rng = (tf.random.Generator.from_non_deterministic_state() if self.seed is None
@@ -782,23 +791,6 @@ class OffPolicy(BaseAgent):
             return tf.stack(tf.nest.flatten(model(observations)))
         inputs = tf.concat([tf.cast(observations, tf.float32), actions], -1)
         return tf.stack(tf.nest.flatten(model(inputs)))[..., 0]
-
-    def forward_function(self, model: tf.keras.Model):
-        """A function mapping NumPy observations to the list of ``model``'s NumPy outputs.
-
-        Small all-dense cfg models run in NumPy on a copy of the weights (refreshed by
-        :meth:`on_weights_changed`); others run as one graph call.
-        """
-        if NumpyForward.supports(model):
-            forward = NumpyForward(model)
-            self.numpy_forwards.append(forward)
-            return forward
-        graph = tf.function(model, reduce_retracing=True)
-        return lambda observations: [output.numpy() for output in tf.nest.flatten(graph(observations))]
-
-    def on_weights_changed(self) -> None:
-        for forward in self.numpy_forwards:
-            forward.refresh()
 
     # ------------------------------------------------------------------------ acting
     def random_actions(self) -> np.ndarray:

@@ -11,7 +11,7 @@ from xagents.base import REPLAY, BaseAgent, random_stream
 from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
 from xagents.utils.memory import check_fits
-from xagents.utils.models import NumpyForward, Output, build_model
+from xagents.utils.models import Output, build_model
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 
 EPSILON = 1e-6  # keeps probability ratios and logarithms finite
@@ -114,24 +114,16 @@ class ACER(BaseAgent):
         check_fits(f'a replay buffer of {buffer_size:,} segments', segment_buffer(1).nbytes * buffer_size,
                    'lower --buffer-size')
         self.buffer = segment_buffer(buffer_size)
-        self.numpy_forward = NumpyForward(self.model) if NumpyForward.supports(self.model) else None
-        self.graph_forward = tf.function(self.model)
+        self.policy_and_q = self.acting(self.model)
 
     # ----------------------------------------------------------------------------- acting
     def load_weights(self, weights: Sequence[str]) -> None:
         super().load_weights(weights)
         self.average.set_weights(self.model.get_weights())
 
-    def on_weights_changed(self) -> None:
-        if self.numpy_forward:
-            self.numpy_forward.refresh()
-
     def forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Action probabilities ``(B, n_actions)`` and values ``V = sum_a pi Q`` ``(B,)``."""
-        if self.numpy_forward:
-            logits, q = self.numpy_forward(observations)
-        else:
-            logits, q = (output.numpy() for output in self.graph_forward(observations))
+        logits, q = self.policy_and_q(observations)
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         return probs, (probs * q).sum(-1)

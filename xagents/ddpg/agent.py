@@ -8,7 +8,7 @@ import tensorflow as tf
 from xagents.base import OffPolicy
 from xagents.ddpg.noise import (AdaptiveParamNoise, NormalActionNoise, OrnsteinUhlenbeckActionNoise,
                                 parse_noise_type)
-from xagents.utils.models import NumpyForward, Output
+from xagents.utils.models import Output
 
 PARAM_NOISE_ADAPTION_INTERVAL = 50  # env steps between adaptive parameter noise adaptations (Baselines)
 
@@ -77,13 +77,13 @@ class DDPG(OffPolicy):
         self.target_critic = self.build_target('target_critic', self.critic)
         self.actor_optimizer = self.make_optimizer('actor')
         self.critic_optimizer = self.make_optimizer('critic')
-        self.actor_forward = self.forward_function(self.actor)
+        self.actor_forward = self.acting(self.actor)
         kinds = {'normal': NormalActionNoise, 'ou': OrnsteinUhlenbeckActionNoise}
         self.action_noises = [kinds[kind](sigma, self.rng) for kind, sigma in noises if kind in kinds]
         self.param_noise = None
         self.perturbed_forward = None
         if 'adaptive-param' in dict(noises):
-            if not isinstance(self.actor_forward, NumpyForward):
+            if self.actor_forward.numpy is None:
                 raise ValueError(f'expected an all-dense cfg actor for adaptive-param noise, got {self.actor.name}')
             self.param_noise = AdaptiveParamNoise(dict(noises)['adaptive-param'], self.rng)
             self.last_adaption = 0
@@ -97,7 +97,7 @@ class DDPG(OffPolicy):
             actions = self.policy(observations)
         else:
             if self.perturbed_forward is None or self.episode_starts.any():
-                self.perturbed_forward = self.param_noise.perturb(self.actor_forward)
+                self.perturbed_forward = self.param_noise.perturb(self.actor_forward.numpy[0])
             actions = self.perturbed_forward(observations)[0]
         for noise in self.action_noises:
             actions = noise(actions, self.episode_starts)
@@ -108,7 +108,7 @@ class DDPG(OffPolicy):
         if self.param_noise is not None and self.steps - self.last_adaption >= PARAM_NOISE_ADAPTION_INTERVAL:
             self.last_adaption = self.steps
             observations = self.normalized(self.buffer.sample(self.buffer_batch_size).observations)
-            self.param_noise.adapt(self.actor_forward, observations)
+            self.param_noise.adapt(self.actor_forward.numpy[0], observations)
         return metrics
 
     # ---------------------------------------------------------------------- learning

@@ -81,7 +81,7 @@ class DQN(OffPolicy):
         self.model = self.build('model', model, outputs)
         self.target_model = self.build_target('target_model', self.model)
         self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
-        self.forward = self.forward_function(self.model)
+        self.forward = self.acting(self.model)
 
     @property
     def epsilon(self) -> float:

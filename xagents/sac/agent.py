@@ -96,7 +96,7 @@ class SAC(OffPolicy):
         self.actor_optimizer = self.make_optimizer('actor')
         self.critic_optimizer = self.make_optimizer('critic')
         self.alpha_optimizer = self.make_optimizer('alpha') if self.auto_alpha else None
-        self.actor_forward = self.forward_function(self.actor)
+        self.actor_forward = self.acting(self.actor)
 
     # ------------------------------------------------------------------------ acting
     def policy(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:

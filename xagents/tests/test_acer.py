@@ -206,7 +206,7 @@ def test_checkpoint_round_trip_resets_average(tmp_path):
 def test_atari_model_updates():
     agent = ACER.from_env('PongNoFrameskip-v4', seed=0, n_envs=2, n_steps=4, async_envs=False,
                           buffer_size=4, replay_start=1, replay_ratio=1.0, quiet=True)
-    assert agent.numpy_forward is None and agent.buffer.observations.dtype == np.uint8
+    assert agent.policy_and_q.numpy is None and agent.buffer.observations.dtype == np.uint8
     run = agent.fit(max_steps=24)
     assert np.isfinite(float(run.metrics['q_loss']))
 

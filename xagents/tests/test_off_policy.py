@@ -361,16 +361,16 @@ def test_ou_noise_is_correlated_and_restarts_with_episodes():
 
 def test_adaptive_parameter_noise_scale_follows_the_action_distance():
     agent = DDPG.from_env('Pendulum-v1', seed=0, noise_type='adaptive-param_0.2', quiet=True)
-    noise = agent.param_noise
+    noise, (actor,) = agent.param_noise, agent.actor_forward.numpy  # the NumPy copy of the actor
     observations = np.random.default_rng(0).standard_normal((256, 3)).astype(np.float32)
     noise.stddev = 10.0  # huge weight noise: actions move far, so the scale shrinks
-    noise.adapt(agent.actor_forward, observations)
+    noise.adapt(actor, observations)
     assert noise.distance > 0.2 and noise.stddev == pytest.approx(10 / 1.01)
     noise.stddev = 1e-6  # no visible change: the scale grows
-    noise.adapt(agent.actor_forward, observations)
+    noise.adapt(actor, observations)
     assert noise.distance < 0.2 and noise.stddev == pytest.approx(1.01e-6)
-    perturbed = noise.perturb(agent.actor_forward)
-    kernel, perturbed_kernel = agent.actor_forward.branches[0][0][0], perturbed.branches[0][0][0]
+    perturbed = noise.perturb(actor)
+    kernel, perturbed_kernel = actor.branches[0][0][0], perturbed.branches[0][0][0]
     assert perturbed_kernel.shape == kernel.shape and not np.allclose(perturbed_kernel, kernel)
     agent.fit(max_steps=1100)  # acts through the perturbed actor and adapts without error
     assert agent.param_noise.distance > 0

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import numpy as np
 import tensorflow as tf
 
 from xagents.base import OnPolicy
 from xagents.utils.distributions import DiagGaussian
-from xagents.utils.models import NumpyForward, Output
+from xagents.utils.models import Output
 from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat
 
 
@@ -87,34 +86,7 @@ class TRPO(OnPolicy):
         )
         self.critic = self.build('critic', critic_model, [Output('value', 1)])
         self.critic_optimizer = self.make_optimizer('critic')
-        numpy_ready = NumpyForward.supports(self.actor) and NumpyForward.supports(self.critic)
-        self.numpy_forwards = (NumpyForward(self.actor), NumpyForward(self.critic)) if numpy_ready else None
-        self.graph_forward = tf.function(lambda observations: (self.actor(observations),
-                                                               self.critic(observations)),
-                                         reduce_retracing=True)
-        self.on_weights_changed()
-
-    # ----------------------------------------------------------------------------- acting
-    def on_weights_changed(self) -> None:
-        if getattr(self, 'numpy_forwards', None):
-            for forward in self.numpy_forwards:
-                forward.refresh()
-        actor = self.models.get('actor')
-        self.log_std_np = actor.log_std.numpy() if hasattr(actor, 'log_std') else None
-
-    def forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.numpy_forwards:
-            params, values = (forward(observations)[0] for forward in self.numpy_forwards)
-        else:
-            params, values = (output.numpy() for output in self.graph_forward(observations))
-        return params, values[:, 0]
-
-    def log_prob_entropy(self, params: tf.Tensor, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        if self.gaussian:
-            log_std = self.actor.log_std
-            return (self.distribution.log_prob(params, log_std, actions),
-                    self.distribution.entropy(params, log_std))
-        return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
+        self.act_with(self.actor, self.critic)
 
     # ---------------------------------------------------------------------------- updating
     def surrogate_and_kl(self, observations, actions, old_params, old_log_std, old_log_probs, advantages):

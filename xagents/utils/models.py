@@ -306,3 +306,28 @@ class NumpyForward:
                 y = activation(y @ kernel + bias)
             results.append(y)
         return results
+
+
+class Forward:
+    """The acting forward pass of one or more models: every model's outputs, in order, as NumPy arrays.
+
+    When every model is a small all-dense cfg model it runs in NumPy on copies of their weights (a
+    graph call costs more than such a pass); otherwise all models run in one graph call. Call
+    :meth:`refresh` after the weights change (agents do, through ``on_weights_changed``).
+    """
+
+    def __init__(self, *models: tf.keras.Model) -> None:
+        self.numpy = [NumpyForward(model) for model in models] if all(map(NumpyForward.supports, models)) else None
+        # Batch sizes vary (envs, final observations, play): trace for any.
+        self.graph = None if self.numpy else tf.function(
+            lambda observations: [output for model in models for output in tf.nest.flatten(model(observations))],
+            reduce_retracing=True)
+
+    def refresh(self) -> None:
+        for forward in self.numpy or ():
+            forward.refresh()
+
+    def __call__(self, observations: np.ndarray) -> list[np.ndarray]:
+        if self.numpy:
+            return [output for forward in self.numpy for output in forward(observations)]
+        return [output.numpy() for output in self.graph(observations)]
