@@ -425,6 +425,16 @@ class BaseAgent:
             self.finished_episodes.extend(Episode(float(score), self.steps, now) for score in scores)
         return next_observations, rewards, terminated, truncated, final_observations
 
+    def bootstrapped(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                     finals: np.ndarray) -> np.ndarray:
+        """``rewards`` plus ``gamma * V(final observation)`` where a time limit cut the episode short: a
+        truncation is no terminal state (Pardo et al. 2018, https://arxiv.org/abs/1712.00378). Agents
+        that learn from rollouts call it with their ``forward`` returning ``(..., values)``."""
+        bootstrap = truncated & ~terminated
+        if not bootstrap.any():
+            return rewards
+        return rewards + self.gamma * bootstrap * self.forward(finals)[1]
+
     def take_episodes(self) -> list[Episode]:
         """The episodes finished since the last call: what a round's collection hands its run."""
         episodes, self.finished_episodes = self.finished_episodes, []
@@ -584,9 +594,7 @@ class OnPolicy(BaseAgent):
             rollout.log_probs[t] = log_probs
             rollout.dones[t] = terminated | truncated
             rewards = self.scaled_rewards(rewards, terminated | truncated)
-            bootstrap = truncated & ~terminated
-            if bootstrap.any():
-                rewards = rewards + self.gamma * bootstrap * self.forward(finals)[1]
+            rewards = self.bootstrapped(rewards, terminated, truncated, finals)
             rollout.rewards[t] = rewards
             self.observations = next_observations
         return rollout

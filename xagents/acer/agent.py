@@ -151,9 +151,7 @@ class ACER(BaseAgent):
             actions[t] = self.sample(policies[t])
             self.observations, rewards[t], terminated, truncated, finals = self.step_envs(actions[t])
             dones[t] = terminated | truncated
-            bootstrap = truncated & ~terminated
-            if bootstrap.any():
-                rewards[t] += self.gamma * bootstrap * self.forward(finals)[1]
+            rewards[t] = self.bootstrapped(rewards[t], terminated, truncated, finals)
         observations[-1] = self.observations
         return TrajectorySegment(observations, actions, rewards, dones, policies)
 

@@ -5,6 +5,7 @@ import gymnasium as gym
 import tensorflow as tf
 
 from xagents.base import OnPolicy
+from xagents.utils.optimization import minibatch_epochs, standardized
 
 
 class PPO(OnPolicy):
@@ -66,7 +67,7 @@ class PPO(OnPolicy):
         params, values = self.model(observations)
         log_probs, entropy = self.log_prob_entropy(params, actions)
         if self.normalize_advantages:
-            advantages = (advantages - tf.reduce_mean(advantages)) / (tf.math.reduce_std(advantages) + 1e-8)
+            advantages = standardized(advantages)
         log_ratio = log_probs - old_log_probs
         ratio = tf.exp(log_ratio)
         clipped = tf.clip_by_value(ratio, 1 - self.clip_norm, 1 + self.clip_norm)
@@ -81,24 +82,18 @@ class PPO(OnPolicy):
 
     @tf.function
     def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
-        size = self.minibatch_size
         variables = self.model.trainable_variables
-        metrics = {name: tf.constant(0.0) for name in ('policy_loss', 'value_loss', 'entropy', 'approx_kl')}
-        stop = tf.constant(False)
-        for _ in tf.range(self.ppo_epochs):
-            indices = tf.random.shuffle(tf.range(self.minibatch_size * self.mini_batches))
-            for start in tf.range(0, self.minibatch_size * self.mini_batches, size):
-                batch = indices[start:start + size]
-                with tf.GradientTape() as tape:
-                    loss, metrics = self.minibatch_loss(
-                        tf.gather(observations, batch), tf.gather(actions, batch),
-                        tf.gather(log_probs, batch), tf.gather(advantages, batch),
-                        tf.gather(returns, batch),
-                    )
-                if self.target_kl is not None and metrics['approx_kl'] > 1.5 * self.target_kl:
-                    stop = tf.constant(True)
-                    break
+
+        def minibatch(indices):
+            with tf.GradientTape() as tape:
+                loss, metrics = self.minibatch_loss(*(tf.gather(samples, indices) for samples in (
+                    observations, actions, log_probs, advantages, returns)))
+            # KL early stop (target_kl): the minibatch that crosses it is not applied, nor the rest.
+            stop = tf.constant(False) if self.target_kl is None else metrics['approx_kl'] > 1.5 * self.target_kl
+            if not stop:
                 self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-            if stop:
-                break
-        return metrics
+            return metrics, stop
+
+        metrics = {name: tf.constant(0.0) for name in ('policy_loss', 'value_loss', 'entropy', 'approx_kl')}
+        return minibatch_epochs(self.ppo_epochs, self.minibatch_size * self.mini_batches, self.minibatch_size,
+                                minibatch, metrics)

@@ -7,7 +7,7 @@ import tensorflow as tf
 from xagents.base import OnPolicy
 from xagents.utils.distributions import DiagGaussian
 from xagents.utils.models import Output
-from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat
+from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat, minibatch_epochs, standardized
 
 
 class TRPO(OnPolicy):
@@ -103,7 +103,7 @@ class TRPO(OnPolicy):
     @tf.function
     def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
         if self.normalize_advantages:
-            advantages = (advantages - tf.reduce_mean(advantages)) / (tf.math.reduce_std(advantages) + 1e-8)
+            advantages = standardized(advantages)
         variables = self.actor.trainable_variables
         old_theta = flat_concat(variables)
         old_params = self.actor(observations)
@@ -146,17 +146,15 @@ class TRPO(OnPolicy):
             fraction, kl, new_surrogate = tf.constant(0.0), tf.constant(0.0), surrogate
 
         critic_variables = self.critic.trainable_variables
-        size, batch = self.minibatch_size, self.minibatch_size * self.mini_batches
-        value_loss = tf.constant(0.0)
-        for _ in tf.range(self.critic_iterations):
-            indices = tf.random.shuffle(tf.range(batch))
-            for start in tf.range(0, batch, size):
-                minibatch = indices[start:start + size]
-                with tf.GradientTape() as tape:
-                    values = self.critic(tf.gather(observations, minibatch))[:, 0]
-                    value_loss = tf.reduce_mean((tf.gather(returns, minibatch) - values) ** 2)
-                self.critic_optimizer.apply_gradients(
-                    zip(tape.gradient(value_loss, critic_variables), critic_variables)
-                )
+
+        def critic_minibatch(indices):
+            with tf.GradientTape() as tape:
+                values = self.critic(tf.gather(observations, indices))[:, 0]
+                value_loss = tf.reduce_mean((tf.gather(returns, indices) - values) ** 2)
+            self.critic_optimizer.apply_gradients(zip(tape.gradient(value_loss, critic_variables), critic_variables))
+            return {'value_loss': value_loss}, tf.constant(False)
+
+        critic = minibatch_epochs(self.critic_iterations, self.minibatch_size * self.mini_batches, self.minibatch_size,
+                                  critic_minibatch, {'value_loss': tf.constant(0.0)})
         return {'surrogate_gain': new_surrogate - surrogate, 'kl': kl, 'step_fraction': fraction,
-                'value_loss': value_loss}
+                'value_loss': critic['value_loss']}

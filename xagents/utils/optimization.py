@@ -128,3 +128,26 @@ def retrace_targets(
         targets.append(target)
         target = truncated_rhos[t] * (target - q_taken[t]) + values[t]
     return tf.stack(targets[::-1])
+
+
+def standardized(values: tf.Tensor) -> tf.Tensor:
+    """``(values - mean) / std``, as PPO and TRPO normalise advantages."""
+    return (values - tf.reduce_mean(values)) / (tf.math.reduce_std(values) + 1e-8)
+
+
+def minibatch_epochs(epochs: int, batch_size: int, minibatch_size: int, step: Callable, metrics: dict) -> dict:
+    """In a graph: ``epochs`` passes over ``batch_size`` samples in shuffled minibatches.
+
+    ``step(indices)`` makes one minibatch's update and returns ``(metrics, stop)``; a true ``stop``
+    ends every pass there (PPO's KL early stop). Returns the last metrics (``metrics`` if none ran).
+    """
+    stop = tf.constant(False)
+    for _ in tf.range(epochs):
+        indices = tf.random.shuffle(tf.range(batch_size))
+        for start in tf.range(0, batch_size, minibatch_size):
+            metrics, stop = step(indices[start:start + minibatch_size])
+            if stop:
+                break
+        if stop:
+            break
+    return metrics
