@@ -1,19 +1,17 @@
 """xagents: deep reinforcement learning agents on TensorFlow 2, from Python or one command."""
 __version__ = '1.0.0'
 
-_AGENTS = {'A2C': 'xagents.a2c', 'PPO': 'xagents.ppo', 'TRPO': 'xagents.trpo', 'ACER': 'xagents.acer', 'DQN': 'xagents.dqn', 'DDPG': 'xagents.ddpg', 'TD3': 'xagents.td3', 'SAC': 'xagents.sac'}
+from xagents.registry import AGENTS as _AGENTS  # noqa: E402
+
+__all__ = [entry.partition(':')[2] for entry in _AGENTS.values()]
 
 
 def __getattr__(name: str):
-    """Import agents (and TensorFlow) only when one is asked for, keeping ``xagents --help`` fast."""
-    if name in _AGENTS:
-        import importlib
-
+    """Import agents (and TensorFlow, quietly) only when one is asked for, keeping ``xagents --help`` fast."""
+    if name in __all__:
+        from xagents.registry import agent_class
         from xagents.utils.console import load_tensorflow
 
-        load_tensorflow()  # without its start-up noise
-        return getattr(importlib.import_module(_AGENTS[name]), name)
+        load_tensorflow()
+        return agent_class(next(agent for agent, entry in _AGENTS.items() if entry.endswith(f':{name}')))
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-__all__ = list(_AGENTS)

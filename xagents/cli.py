@@ -9,7 +9,8 @@ import signal
 import sys
 
 import xagents
-from xagents.utils.cli import AGENTS, ArgumentParser, Flag, agent_class, fail, flags_of
+from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
+from xagents.utils.cli import ArgumentParser, Flag, fail, flags_of
 from xagents.utils.console import load_tensorflow
 from xagents.utils.presets import read_presets
 from xagents.utils.signatures import static_constructors, static_function
@@ -53,7 +54,7 @@ def play_flags() -> list[Flag]:
 
 def agent_flags(agent: str) -> list[Flag]:
     """The flags of ``agent``'s own constructors (most derived first), below BaseAgent's."""
-    return flags_of(static_constructors(xagents._AGENTS[agent.upper()], agent.upper()))
+    return flags_of(static_constructors(*location(agent)))
 
 
 def requested_env(argv: list[str]) -> str | None:
@@ -69,16 +70,19 @@ def requested_env(argv: list[str]) -> str | None:
 def build_parser(command: str, agent: str | None, env_id: str | None = None) -> ArgumentParser:
     """The parser of ``xagents COMMAND [AGENT]``; with ``env_id``, defaults tuned for it are the ones shown."""
     prog = f'xagents {command}' + (f' {agent}' if agent else '')
-    parser = ArgumentParser(prog=prog, add_help=False, allow_abbrev=False,
-                            description=f'{COMMANDS[command]}.',
-                            formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=40))
+    face = agent_cli(agent) if agent else None  # the agent's cli.py: examples, its own flags' syntax
+    examples = getattr(face, 'EXAMPLES', []) if command == 'train' else []
+    parser = ArgumentParser(prog=prog, add_help=False, allow_abbrev=False, description=f'{COMMANDS[command]}.',
+                            epilog='examples:\n' + '\n'.join(f'  {example}' for example in examples) if examples else None,
+                            formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, max_help_position=40))
+    checks = getattr(face, 'TYPES', {})
     general = parser.add_argument_group('general flags')
     general.add_argument('--env', required=agent is not None, default=argparse.SUPPRESS, help=ENV_HELP)
     # An agent's own signature gives a shared flag its default and help (PPO's lr is not BaseAgent's),
     # and with --env given, the defaults tuned for that env are the ones shown.
     own = {flag.name: flag for flag in agent_flags(agent)} if agent else {}
     try:
-        tuned = read_presets(xagents._AGENTS[agent.upper()], env_id) if agent and env_id else {}
+        tuned = read_presets(agent_package(agent), env_id) if agent and env_id else {}
     except ValueError:  # an unknown env: refused once the flags are parsed
         tuned = {}
 
@@ -108,7 +112,7 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
         names = {action.dest for action in parser._actions}
         for flag in list(own.values()):
             if flag.name not in names:
-                shown(flag).add_to(group)
+                shown(flag).add_to(group, checks.get(flag.name))
     return parser
 
 
@@ -201,7 +205,8 @@ def tune_parser(agent: str | None) -> ArgumentParser:
         flag.add_to(general)
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
     if agent:
-        flags, scales = tuning.hyperparameter_flags(agent), tuning.tunable(agent)
+        klass = agent_class(agent)
+        flags, scales = tuning.hyperparameter_flags(klass), tuning.tunable(klass)
         group = parser.add_argument_group(f'{agent} tunable flags', tuning.GRAMMAR + '.')
         for name, scale in scales.items():
             add_search_flag(group, flags[name], tuning.SCALES[scale])
@@ -246,14 +251,14 @@ def run_tune(argv: list[str]) -> None:
     env_id = args.pop('env')
     option_names = {flag.name for flag in flags_of([tuning.tune])}
     options = {name: args.pop(name) for name in list(args) if name in option_names}
-    flags = tuning.hyperparameter_flags(agent)
+    flags = tuning.hyperparameter_flags(agent_class(agent))
     search = {name: tuning.cli_search_value(flags[name], value) if isinstance(value, list) else value
               for name, value in args.items()}
     configure_logging(False)
     optuna.logging.set_verbosity(logging.WARNING)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated search stops as on Ctrl-C
     try:
-        study = tuning.tune(agent, env_id, search, **options)
+        study = tuning.tune(agent_class(agent), env_id, search, **options)
     except ValueError as error:
         fail(f'xagents tune {agent}: error: {error}')
     except KeyboardInterrupt:

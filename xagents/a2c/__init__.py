@@ -1,3 +1,5 @@
-from xagents.a2c.agent import A2C
+"""The A2C agent: ``agent.py`` (the class), ``cli.py`` (its command-line face), ``models/``, ``hyperparameters.json``."""
+from xagents.registry import exports
 
+__getattr__ = exports(__name__)
 __all__ = ['A2C']

@@ -1,4 +1,5 @@
-"""What ``xagents tune acer`` may search and how; everything else about a flag comes from ACER's signature."""
+"""ACER's command-line face: what ``xagents tune acer`` searches (and how), examples, and the syntax
+of its own flags; everything else about a flag comes from ACER's signature."""
 from xagents.utils.cli import COMMON_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
 
 TUNABLE = {
@@ -6,3 +7,8 @@ TUNABLE = {
     'replay_ratio': 'uniform', 'buffer_size': 'log', 'replay_start': 'log', 'rmsprop_epsilon': 'log',
     'trust_region': 'categorical', 'model': 'categorical',
 }
+
+EXAMPLES = [
+    'xagents train acer --env CartPole-v1 --target-reward 475',
+    'xagents train acer --env PongNoFrameskip-v4 --max-steps 1000000',
+]

@@ -9,10 +9,12 @@ fraction of half the action range.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from xagents.utils.models import NumpyForward
+if TYPE_CHECKING:  # parse_noise_type is read by the command line before TensorFlow loads
+    from xagents.utils.models import NumpyForward
 
 NOISE_KINDS = ('normal', 'ou', 'adaptive-param')
 

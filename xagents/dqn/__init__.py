@@ -1,3 +1,5 @@
-from xagents.dqn.agent import DQN
+"""The DQN agent: ``agent.py`` (the class), ``cli.py`` (its command-line face), ``models/``, ``hyperparameters.json``."""
+from xagents.registry import exports
 
+__getattr__ = exports(__name__)
 __all__ = ['DQN']

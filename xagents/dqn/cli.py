@@ -1,4 +1,5 @@
-"""What ``xagents tune dqn`` may search and how; everything else about a flag comes from DQN's signature."""
+"""DQN's command-line face: what ``xagents tune dqn`` searches (and how), examples, and the syntax
+of its own flags; everything else about a flag comes from DQN's signature."""
 from xagents.utils.cli import OFF_POLICY_TUNABLE
 
 TUNABLE = {
@@ -6,3 +7,8 @@ TUNABLE = {
     'epsilon_decay_steps': 'log', 'grad_norm': 'log', 'double': 'categorical', 'dueling': 'categorical',
     'prioritized': 'categorical', 'model': 'categorical',
 }
+
+EXAMPLES = [
+    'xagents train dqn --env CartPole-v1 --target-reward 475 --eval-frequency 2500 --eval-episodes 10 --stop-on eval',
+    'xagents train dqn --env CartPole-v1 --double --dueling --prioritized --n-steps 3 --max-steps 30000',
+]

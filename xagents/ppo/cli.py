@@ -1,4 +1,5 @@
-"""What ``xagents tune ppo`` may search and how; everything else about a flag comes from PPO's signature."""
+"""PPO's command-line face: what ``xagents tune ppo`` searches (and how), examples, and the syntax
+of its own flags; everything else about a flag comes from PPO's signature."""
 from xagents.utils.cli import ON_POLICY_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
 
 TUNABLE = {
@@ -6,3 +7,8 @@ TUNABLE = {
     'mini_batches': 'log', 'target_kl': 'log', 'opt_epsilon': 'log', 'normalize_advantages': 'categorical',
     'model': 'categorical',
 }
+
+EXAMPLES = [
+    'xagents train ppo --env CartPole-v1 --target-reward 475',
+    'xagents train ppo --env PongNoFrameskip-v4 --n-envs 8 --max-steps 1000000',
+]

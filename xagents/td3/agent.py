@@ -4,7 +4,7 @@ from __future__ import annotations
 import gymnasium as gym
 import tensorflow as tf
 
-from xagents.ddpg import DDPG
+from xagents.ddpg.agent import DDPG
 
 
 class TD3(DDPG):

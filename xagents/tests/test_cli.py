@@ -7,7 +7,7 @@ import cv2
 import pandas as pd
 import pytest
 
-from xagents.utils.cli import AGENTS
+from xagents.registry import AGENTS
 from xagents.utils.history import plot_history
 
 
@@ -60,7 +60,7 @@ REFERENCE_DEFAULTS = {
 def test_help_shows_the_defaults_each_agent_uses(agent):
     """``xagents train AGENT -h`` shows the agent's own defaults, and a built agent trains with them."""
     from xagents.cli import build_parser
-    from xagents.utils.cli import agent_class
+    from xagents.registry import agent_class
 
     env_id, defaults = REFERENCE_DEFAULTS[agent]
     shown = {action.dest: action.help for action in build_parser('train', agent)._actions}
@@ -192,6 +192,7 @@ def run_without_tensorflow_check(*argv: str) -> tuple[int, bool, str]:
     (['train'], 0), (['play'], 0), (['train', 'ppo'], 0), (['train', 'sac', '--env', 'Pendulum-v1', '-h'], 0),
     (['train', 'dqn', '--env', 'CartPole-v1', '--lr', 'fast'], 2), (['train', 'ppo', '--lrr', '1'], 2),
     (['train', 'ddqn'], 2), (['fly'], 2), (['play', 'td3', '--env', 'Pendulum-v1', '--frame-frequency', 'x'], 2),
+    (['train', 'ddpg', '--env', 'Pendulum-v1', '--noise-type', 'pink_0.1'], 2),  # DDPG's own syntax, from its cli.py
 ])
 def test_help_and_flag_errors_need_no_tensorflow(argv, status):
     """Loading TensorFlow takes seconds: help and misspelt flags are answered before it."""
@@ -203,7 +204,8 @@ def test_help_and_flag_errors_need_no_tensorflow(argv, status):
 def test_flags_read_from_source_equal_the_imported_signatures(agent):
     from xagents.base import BaseAgent
     from xagents.cli import agent_flags, play_flags, training_flags
-    from xagents.utils.cli import agent_class, constructors, flags_of
+    from xagents.registry import agent_class
+    from xagents.utils.cli import constructors, flags_of
 
     assert agent_flags(agent) == flags_of(constructors(agent_class(agent), BaseAgent))
     assert training_flags() == flags_of([BaseAgent.__init__, BaseAgent.fit, BaseAgent.load_weights], skip={'seed'})
@@ -248,7 +250,7 @@ def test_a_python_script_shows_progress_and_no_tensorflow_noise(workdir):
 def test_every_tuned_default_names_a_parameter_of_its_agent(agent):
     import json
 
-    from xagents.utils.cli import agent_class
+    from xagents.registry import agent_class
 
     klass = agent_class(agent)
     table = json.loads(open(os.path.join(os.path.dirname(__import__('xagents').__file__), agent,
@@ -268,3 +270,18 @@ def test_a_misspelt_tuned_default_is_one_line(workdir):
     with pytest.raises(ValueError, match=r"^Misspelt's hyperparameters.json sets 'n_step' for CartPole-v1, which is "
                                          r"none of its parameters$"):
         Misspelt.from_env('CartPole-v1')
+
+
+@pytest.mark.parametrize('agent', AGENTS)
+def test_each_agent_cli_module_gives_examples_that_parse(agent, xagents_cli):
+    """An agent's cli.py is its command-line face: its examples are shown under its flags, and parse."""
+    from xagents.cli import build_parser
+    from xagents.registry import agent_cli
+
+    examples = agent_cli(agent).EXAMPLES
+    status, out, _ = xagents_cli('train', agent)
+    assert status == 0 and examples and all(example in out for example in examples)
+    for example in examples:
+        words = example.split()
+        assert words[:3] == ['xagents', 'train', agent]
+        build_parser('train', agent).parse_args(words[3:])  # exits with status 2 on a flag that does not parse

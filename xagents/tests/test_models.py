@@ -110,7 +110,7 @@ def test_missing_cfg_file():
 ])
 def test_default_models_fall_back_along_the_class_hierarchy(agent, env_id, files):
     """An agent without its own default cfg for a role uses its base class's (no copies to keep in step)."""
-    from xagents.utils.cli import agent_class
+    from xagents.registry import agent_class
 
     klass = agent_class(agent)
     roles = [role for role in klass.model_roles if not role.startswith('target')]

@@ -438,7 +438,7 @@ BAD_INPUTS = [
      'xagents train dqn: error: expected buffer_initial_size >= n_steps * n_envs = 12 (a complete 3-step window '
      'per env before the first update), got 8'),
     (['ddpg', '--env', 'Pendulum-v1', '--noise-type', 'normal_0.1,pink_0.2'],
-     "xagents train ddpg: error: expected noise types normal_SIGMA, ou_SIGMA, adaptive-param_SIGMA or none, "
+     "xagents train ddpg: error: argument --noise-type: expected noise types normal_SIGMA, ou_SIGMA, adaptive-param_SIGMA or none, "
      "comma-separated, got 'pink_0.2' in 'normal_0.1,pink_0.2'"),
 ]
 

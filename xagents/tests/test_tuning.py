@@ -14,7 +14,8 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from xagents.cli import AGENTS, tune_parser
+from xagents.cli import tune_parser
+from xagents.registry import AGENTS, agent_class
 from xagents.utils import tuning
 
 TINY = ['--env', 'CartPole-v1', '--trial-steps', '2000', '--n-reports', '2']
@@ -24,7 +25,8 @@ POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',
 
 @pytest.mark.parametrize('agent', AGENTS)
 def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
-    flags, scales = tuning.hyperparameter_flags(agent), tuning.tunable(agent)
+    klass = agent_class(agent)
+    flags, scales = tuning.hyperparameter_flags(klass), tuning.tunable(klass)
     assert 'lr' in scales and scales['lr'] == 'log'
     for name, scale in scales.items():
         flag = flags[name]
@@ -35,12 +37,12 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
             words = ['2', '8'] if flag.kind == 'int' else ['0.01', '0.5']
             kind = IntDistribution if flag.kind == 'int' else FloatDistribution
             expected = kind(float(words[0]), float(words[1]), log=scale == 'log')
-        space = tuning.search_space(agent, {name: tuning.cli_search_value(flag, words)})
+        space = tuning.search_space(klass, {name: tuning.cli_search_value(flag, words)})
         assert space.distributions == {name: expected}, name
         assert space.fixed == {}
     # one value fixes any flag; comma-separated values are choices even when there are two
     words = {'lr': ['1e-3', '1e-2'], 'gamma': ['0.98'], 'n_envs': ['4,8']}
-    space = tuning.search_space(agent, {name: tuning.cli_search_value(flags[name], value) for name, value in words.items()})
+    space = tuning.search_space(klass, {name: tuning.cli_search_value(flags[name], value) for name, value in words.items()})
     assert space.fixed == {'gamma': 0.98}
     assert space.distributions == {'lr': FloatDistribution(1e-3, 1e-2, log=True),
                                    'n_envs': CategoricalDistribution((4, 8))}
@@ -67,20 +69,17 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
 ])
 def test_bad_search_spaces_are_refused(search, message):
     with pytest.raises(ValueError) as error:
-        tuning.search_space('ppo', search)
+        tuning.search_space(agent_class('ppo'), search)
     assert message in str(error.value)
 
 
 def test_agent_without_cli_module_cannot_be_tuned(tmp_path, monkeypatch, xagents_cli):
-    import xagents
-
     package = tmp_path / 'nope'  # an agent package with no cli.py
     package.mkdir()
-    (package / '__init__.py').write_text('from nope.agent import NOPE\n')
+    (package / '__init__.py').write_text('')
     (package / 'agent.py').write_text('from xagents.ppo import PPO\n\n\nclass NOPE(PPO):\n    pass\n')
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(xagents._AGENTS, 'NOPE', 'nope')
-    monkeypatch.setattr('xagents.cli.AGENTS', AGENTS + ('nope',))
+    monkeypatch.setitem(AGENTS, 'nope', 'nope.agent:NOPE')
     status, _, err = xagents_cli('tune', 'nope')
     assert status == 2
     assert err == 'xagents tune nope: error: nope cannot be tuned: expected nope/cli.py declaring ' \
@@ -127,7 +126,7 @@ def test_trial_reporting_a_bad_value_early_is_pruned(workdir):
             params={'lr': 1e-3}, distributions={'lr': FloatDistribution(1e-8, 1e-2, log=True)},
             value=500.0, intermediate_values={1000: 500.0, 2000: 500.0},
         ))
-    tuning.tune('ppo', 'CartPole-v1', {'lr': (1e-8, 1e-7)}, study='prune', n_trials=1, trial_steps=2000,
+    tuning.tune(agent_class('ppo'), 'CartPole-v1', {'lr': (1e-8, 1e-7)}, study='prune', n_trials=1, trial_steps=2000,
                 n_reports=2, warmup_trials=2)  # this lr learns nothing: ~20 reward per episode
     trial = study.trials[3]
     assert trial.state == TrialState.PRUNED
@@ -138,7 +137,7 @@ def test_trial_reporting_a_bad_value_early_is_pruned(workdir):
 
 def test_diverging_training_raises_diverged_for_the_parent_to_prune():
     # value_loss_coef * value loss overflows float32: infinite gradients, then NaN weights and losses
-    trial = tuning.train_trial('ppo', 'CartPole-v1', {'value_loss_coef': 1e38, 'seed': 0}, trial_steps=2000,
+    trial = tuning.train_trial(agent_class('ppo'), 'CartPole-v1', {'value_loss_coef': 1e38, 'seed': 0}, trial_steps=2000,
                                n_reports=2, eval_episodes=0)
     with pytest.raises(tuning.Diverged, match=r'^non-finite .*value_loss.* after 1024 steps$'):
         next(trial)

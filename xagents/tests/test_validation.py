@@ -7,6 +7,7 @@ import pytest
 
 import xagents
 from xagents.base import BaseAgent
+from xagents.registry import AGENTS, agent_class
 from xagents.utils.cli import constructors
 from xagents.utils.envs import create_envs
 from xagents.utils.validation import KINDS, check_value
@@ -26,7 +27,7 @@ CARTPOLE = ['--env', 'CartPole-v1', '--max-steps', '100']
     (['trpo', *CARTPOLE, '--plateau-reduce-factor', '-2'], 'expected 0 < plateau_reduce_factor <= 1, got -2.0'),
     (['ppo', *CARTPOLE, '--target-reward', NAN], 'expected a finite target_reward, got nan'),
     (['ddpg', '--env', 'Pendulum-v1', '--max-steps', '100', '--noise-type', 'ou_inf'],
-     "expected a finite ou sigma > 0, got 'inf' in 'ou_inf'"),
+     "argument --noise-type: expected a finite ou sigma > 0, got 'inf' in 'ou_inf'"),
     (['dqn', *CARTPOLE, '--epsilon-end', '-0.1'], 'expected 0 <= epsilon_end <= 1, got -0.1'),
     (['sac', '--env', 'Pendulum-v1', '--max-steps', '100', '--tau', '0'], 'expected 0 < tau <= 1, got 0.0'),
     (['acer', *CARTPOLE, '--ema-alpha', '1'], 'expected 0 <= ema_alpha < 1, got 1.0'),
@@ -60,11 +61,11 @@ def test_python_arguments_follow_the_same_rules():
         check_value('gamma', value, 'float')  # the bounds themselves are allowed
 
 
-@pytest.mark.parametrize('agent', sorted(xagents._AGENTS))
+@pytest.mark.parametrize('agent', sorted(AGENTS))
 def test_every_numeric_parameter_of_every_agent_has_a_kind(agent):
     """A new parameter without a rule would take any number: each int or float one is listed."""
     free = {'target_entropy', 'target_reward'}  # any finite value is meaningful
-    functions = constructors(getattr(xagents, agent), object) + [BaseAgent.fit, BaseAgent.play, create_envs]
+    functions = constructors(agent_class(agent), object) + [BaseAgent.fit, BaseAgent.play, create_envs]
     for function in functions:
         for parameter in inspect.signature(function).parameters.values():
             annotation = str(parameter.annotation)

@@ -1,4 +1,5 @@
-"""What ``xagents tune trpo`` may search and how; everything else about a flag comes from TRPO's signature."""
+"""TRPO's command-line face: what ``xagents tune trpo`` searches (and how), examples, and the syntax
+of its own flags; everything else about a flag comes from TRPO's signature."""
 from xagents.utils.cli import ON_POLICY_TUNABLE
 
 TUNABLE = {
@@ -6,3 +7,8 @@ TUNABLE = {
     'line_search_shrink': 'uniform', 'critic_iterations': 'uniform', 'mini_batches': 'log',
     'normalize_advantages': 'categorical', 'actor_model': 'categorical', 'critic_model': 'categorical',
 }
+
+EXAMPLES = [
+    'xagents train trpo --env CartPole-v1 --target-reward 475',
+    'xagents train trpo --env Pendulum-v1 --target-reward -250',
+]

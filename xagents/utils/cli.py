@@ -14,7 +14,6 @@ import re
 import sys
 from typing import Any, Callable, Iterable
 
-import xagents
 from xagents.utils.signatures import StaticFunction
 
 SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs'}
@@ -33,8 +32,9 @@ class Flag:
     def option(self) -> str:
         return '--' + self.name.replace('_', '-')
 
-    def add_to(self, group) -> None:
-        """Add to an argparse group; only explicitly given flags reach the namespace."""
+    def add_to(self, group, check: Callable[[Any], Any] | None = None) -> None:
+        """Add to an argparse group; only explicitly given flags reach the namespace. ``check`` (an
+        agent's parser of its own syntax, raising ValueError) refuses a bad value while parsing."""
         shown = '' if self.default is None else f' (default: {_show(self.default)})'
         options = dict(dest=self.name, default=argparse.SUPPRESS, help=self.help + shown)
         if self.kind == 'bool':
@@ -44,7 +44,22 @@ class Flag:
         else:
             cast = {'int': int, 'float': float, 'str': str}[self.kind]
             metavar = {'int': 'N', 'float': 'X', 'str': 'S'}[self.kind]
-            group.add_argument(self.option, type=cast, metavar=metavar, **options)
+            group.add_argument(self.option, type=cast if check is None else _checked(cast, check), metavar=metavar,
+                               **options)
+
+
+def _checked(cast: Callable[[str], Any], check: Callable[[Any], Any]) -> Callable[[str], Any]:
+    """An argparse type: ``cast(word)``, refused with ``check``'s message if ``check`` raises ValueError."""
+    def convert(word: str) -> Any:
+        value = cast(word)
+        try:
+            check(value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return value
+
+    convert.__name__ = cast.__name__  # argparse names the type in its own messages
+    return convert
 
 
 def _show(value: Any) -> str:
@@ -109,17 +124,6 @@ def constructors(agent_class: type, stop: type) -> list[Callable]:
     """``__init__`` of ``agent_class`` and its bases down to (excluding) ``stop``, most derived first."""
     return [klass.__init__ for klass in agent_class.__mro__
             if issubclass(klass, stop) and klass is not stop and '__init__' in vars(klass)]
-
-
-AGENTS = tuple(name.lower() for name in xagents._AGENTS)  # command-line names: a2c, ppo, ...
-
-
-def agent_class(agent: str) -> type:
-    """The agent class of a command-line name (``ppo`` -> ``xagents.PPO``), imported on demand."""
-    if agent.upper() not in xagents._AGENTS:
-        names = ', '.join(sorted(name.lower() for name in xagents._AGENTS))
-        raise ValueError(f'expected an agent ({names}), got {agent!r}')
-    return getattr(xagents, agent.upper())
 
 
 # Names users bring from Stable-Baselines3 and RL Zoo, and what xagents calls them.

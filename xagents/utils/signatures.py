@@ -9,8 +9,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import importlib.resources
+import importlib.util
 import inspect
+import pathlib
 from typing import Any
 
 EMPTY = inspect.Parameter.empty
@@ -37,15 +38,12 @@ class StaticFunction:
 
 @functools.lru_cache(maxsize=None)
 def _module(module: str) -> ast.Module:
-    """The parsed source of an ``xagents`` module (``xagents.ppo`` is ``ppo/__init__.py``)."""
-    parts = module.split('.')
-    if parts[0] != 'xagents':
-        raise ValueError(f'expected an xagents module, got {module!r}')
-    package = importlib.resources.files('xagents')
-    location = package.joinpath(*parts[1:])
-    if location.is_dir():
-        return ast.parse(location.joinpath('__init__.py').read_text())
-    return ast.parse(package.joinpath(*parts[1:-1], parts[-1] + '.py').read_text())
+    """The parsed source of ``module``, found without running it (its parent packages are imported:
+    xagents' agent packages load their agents, and TensorFlow, only when an agent is asked for)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith('.py'):
+        raise LookupError(f'no Python source for module {module}')
+    return ast.parse(pathlib.Path(spec.origin).read_text())
 
 
 def _find(module: str, name: str) -> tuple[str, ast.AST]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import json
@@ -58,8 +59,7 @@ from optuna.storages import JournalStorage, RDBStorage, fail_stale_trials
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from xagents.base import BaseAgent
-from xagents.utils.cli import Flag, agent_class, constructors, flags_of
+from xagents.utils.cli import Flag, constructors, flags_of
 from xagents.utils.atomic import check_writable
 from xagents.utils.envs import create_envs, env_spec
 from xagents.utils.validation import check_value
@@ -85,32 +85,38 @@ _BOOLS = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0'
 
 
 # ------------------------------------------------------------------------------ search space
-def hyperparameter_flags(agent: str) -> dict[str, Flag]:
+def agent_name(agent: type) -> str:
+    """The command-line name of an agent class (``PPO`` -> ``ppo``)."""
+    return agent.__name__.lower()
+
+
+@functools.lru_cache(maxsize=None)
+def hyperparameter_flags(agent: type) -> dict[str, Flag]:
     """Flags of every constructor and env parameter a search can set, by parameter name."""
-    functions = constructors(agent_class(agent), BaseAgent) + [BaseAgent.__init__, create_envs]
-    return {flag.name: flag for flag in flags_of(functions, skip=NOT_SEARCHED)}
+    return {flag.name: flag for flag in flags_of(constructors(agent, object) + [create_envs], skip=NOT_SEARCHED)}
 
 
-def tunable(agent: str) -> dict[str, str]:
-    """``{parameter: 'log' | 'uniform' | 'categorical'}`` from ``xagents/<agent>/cli.py``.
+@functools.lru_cache(maxsize=None)
+def tunable(agent: type) -> dict[str, str]:
+    """``{parameter: 'log' | 'uniform' | 'categorical'}`` from the ``cli.py`` beside the agent's module.
 
     Raises:
         ValueError: the agent has no ``cli.py`` (it cannot be tuned), or its table names a
             parameter the agent does not have or a range scale for a non-numeric one.
     """
-    package = agent_class(agent).__module__.rsplit('.', 1)[0]
+    package = agent.__module__.rsplit('.', 1)[0]
     try:
         table = importlib.import_module(f'{package}.cli').TUNABLE
     except ModuleNotFoundError as error:
         if error.name != f'{package}.cli':
             raise
-        raise ValueError(f'{agent} cannot be tuned: expected {package.replace(".", "/")}/cli.py '
+        raise ValueError(f'{agent_name(agent)} cannot be tuned: expected {package.replace(".", "/")}/cli.py '
                          'declaring its TUNABLE hyperparameters, found none') from None
     flags = hyperparameter_flags(agent)
     for name, scale in table.items():
         flag = flags.get(name)
         if flag is None or scale not in SCALES or (scale != 'categorical' and flag.kind not in ('int', 'float')):
-            raise ValueError(f'{package}.cli.TUNABLE: expected a parameter of {agent} with scale log or '
+            raise ValueError(f'{package}.cli.TUNABLE: expected a parameter of {agent_name(agent)} with scale log or '
                              f'uniform (numeric) or categorical, got {name!r}: {scale!r}')
     return dict(table)
 
@@ -135,11 +141,11 @@ class SearchSpace:
         return values
 
 
-def search_space(agent: str, search: Mapping[str, Any]) -> SearchSpace:
+def search_space(agent: type, search: Mapping[str, Any]) -> SearchSpace:
     """Check a search against ``agent``'s parameters and turn it into a :class:`SearchSpace`.
 
     Args:
-        agent: Agent name, e.g. ``ppo``.
+        agent: The agent class, e.g. ``xagents.PPO``.
         search: Maps parameter names to one value (fixed), a list of values (choices) or a
             ``(MIN, MAX)`` tuple (a range, for numeric tunable parameters).
 
@@ -153,7 +159,7 @@ def search_space(agent: str, search: Mapping[str, Any]) -> SearchSpace:
     for name, spec in search.items():
         flag = flags.get(name)
         if flag is None:
-            raise ValueError(f'expected a {agent} hyperparameter, got {name!r}')
+            raise ValueError(f'expected a {agent_name(agent)} hyperparameter, got {name!r}')
         if isinstance(spec, list) and len(spec) == 1:
             spec = spec[0]
         if not isinstance(spec, (list, tuple)):
@@ -294,7 +300,7 @@ def repair_journal(path: str) -> None:
                        path, len(tail))
 
 
-def open_study(storage, name: str, agent: str, env_id: str, space: SearchSpace,
+def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
                sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner) -> optuna.Study:
     """Load the study (checking it searches the same agent, env and distributions) or create it.
 
@@ -305,10 +311,10 @@ def open_study(storage, name: str, agent: str, env_id: str, space: SearchSpace,
     except KeyError:
         study = optuna.create_study(storage=storage, study_name=name, direction='maximize', sampler=sampler,
                                     pruner=pruner, load_if_exists=True)
-    attrs = study.user_attrs
-    owner = (attrs.get('agent', agent), attrs.get('env', env_id))
-    if owner != (agent, env_id):
-        raise ValueError(f'study {name!r} tunes {owner[0]} on {owner[1]}, got {agent} on {env_id}: '
+    attrs, agent_id = study.user_attrs, agent_name(agent)
+    owner = (attrs.get('agent', agent_id), attrs.get('env', env_id))
+    if owner != (agent_id, env_id):
+        raise ValueError(f'study {name!r} tunes {owner[0]} on {owner[1]}, got {agent_id} on {env_id}: '
                          'choose another --study')
     if study.directions != [optuna.study.StudyDirection.MAXIMIZE]:
         raise ValueError(f'study {name!r} does not maximise one value: choose another --study')
@@ -324,7 +330,7 @@ def open_study(storage, name: str, agent: str, env_id: str, space: SearchSpace,
                 raise ValueError(f'study {name!r} searched {flags[parameter].option} as {_describe(searched[parameter])}, '
                                  f'got {_describe(distribution)}: keep it, or choose another --study') from None
     if 'agent' not in attrs:
-        study.set_user_attr('agent', agent)
+        study.set_user_attr('agent', agent_id)
         study.set_user_attr('env', env_id)
     return study
 
@@ -356,7 +362,7 @@ def make_pruner(pruner: str, warmup_trials: int, trial_steps: int, n_reports: in
 
 # ------------------------------------------------------------------------------ the search
 def tune(
-    agent: str,
+    agent: type,
     env_id: str,
     search: Mapping[str, Any],
     study: str | None = None,
@@ -375,7 +381,7 @@ def tune(
     """Search ``agent``'s hyperparameters on ``env_id``; log a line per trial, then the best.
 
     Args:
-        agent: Agent name, e.g. ``ppo``.
+        agent: The agent class, e.g. ``xagents.PPO``.
         env_id: Gymnasium environment id.
         search: Parameter -> value (fixed), list (choices) or ``(MIN, MAX)`` (range).
         study: Study name (default: <agent>-<env>); the same name and storage continue a study.
@@ -411,7 +417,7 @@ def tune(
     env_spec(env_id)
     if plot:
         check_writable(plot, directory=True)
-    name = study or f'{agent}-{env_id}'
+    name = study or f'{agent_name(agent)}-{env_id}'
     backend, shown = open_storage(storage, name, n_jobs)
     the_study = open_study(backend, name, agent, env_id, space, make_sampler(sampler, warmup_trials),
                            make_pruner(pruner, warmup_trials, trial_steps, n_reports))
@@ -430,7 +436,7 @@ def tune(
 class _Search:
     """This process's part in a search: claims trials until the study's target is reached."""
 
-    def __init__(self, study: optuna.Study, storage, agent: str, env_id: str, space: SearchSpace,
+    def __init__(self, study: optuna.Study, storage, agent: type, env_id: str, space: SearchSpace,
                  trial_steps: int, n_reports: int, eval_episodes: int, seed: int | None) -> None:
         self.study, self.storage, self.agent, self.env_id, self.space = study, storage, agent, env_id, space
         self.trial_steps, self.n_reports, self.eval_episodes, self.seed = trial_steps, n_reports, eval_episodes, seed
@@ -540,7 +546,7 @@ class _Search:
             command = train_command(self.agent, self.env_id, {**self.space.fixed, **params}, seed,
                                     self.trial_steps, self.eval_episodes, self.n_reports)
             trial.set_user_attr('command', command)
-            spec = dict(agent=self.agent, env_id=self.env_id,
+            spec = dict(agent=f'{self.agent.__module__}:{self.agent.__qualname__}', env_id=self.env_id,
                         hyperparameters={**self.space.fixed, **params, 'seed': seed},
                         trial_steps=self.trial_steps, n_reports=self.n_reports, eval_episodes=self.eval_episodes)
             state, value, note = self.train(trial, spec)
@@ -616,11 +622,11 @@ class _Search:
                     return TrialState.COMPLETE, value, ''
 
 
-def train_command(agent: str, env_id: str, hyperparameters: Mapping[str, Any], seed: int, trial_steps: int,
+def train_command(agent: type, env_id: str, hyperparameters: Mapping[str, Any], seed: int, trial_steps: int,
                   eval_episodes: int = 0, n_reports: int = 1) -> str:
     """The ``xagents train`` command that trains a trial's agent again."""
     flags = hyperparameter_flags(agent)
-    words = ['xagents', 'train', agent, '--env', env_id]
+    words = ['xagents', 'train', agent_name(agent), '--env', env_id]
     for name, value in hyperparameters.items():
         option = flags[name].option
         if isinstance(value, bool):
@@ -711,7 +717,7 @@ class Diverged(Exception):
     """Training produced non-finite losses or weights."""
 
 
-def train_trial(agent: str, env_id: str, hyperparameters: Mapping[str, Any], trial_steps: int,
+def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, Any], trial_steps: int,
                 n_reports: int, eval_episodes: int) -> Iterator[tuple[int, float]]:
     """Train one trial's agent, built as ``xagents train`` builds it, yielding ``(step, value)``.
 
@@ -723,7 +729,10 @@ def train_trial(agent: str, env_id: str, hyperparameters: Mapping[str, Any], tri
     Raises:
         Diverged: A loss or a weight is not finite.
     """
-    instance, run = agent_class(agent).from_env(env_id, quiet=True, **hyperparameters), None
+    if isinstance(agent, str):  # 'module:Class', as the parent sends it to a trial's process
+        module, _, name = agent.partition(':')
+        agent = getattr(importlib.import_module(module), name)
+    instance, run = agent.from_env(env_id, quiet=True, **hyperparameters), None
     try:
         for report in range(1, n_reports + 1):
             step = trial_steps * report // n_reports
@@ -744,7 +753,7 @@ def train_trial(agent: str, env_id: str, hyperparameters: Mapping[str, Any], tri
         instance.envs.close()
 
 
-def _weights_finite(instance: BaseAgent) -> bool:
+def _weights_finite(instance) -> bool:
     return all(np.isfinite(weights).all() for model in instance.models.values() for weights in model.get_weights())
 
 
