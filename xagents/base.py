@@ -33,10 +33,20 @@ from xagents.utils.memory import check_fits
 from xagents.utils.models import Forward, NumpyForward, Output, build_model
 from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
-from xagents.utils.validation import validated
+from xagents.utils.validation import RENAMED, validated
 
 logger = logging.getLogger('xagents')
 ACTING, REPLAY = 1, 2  # purposes of an agent's NumPy random streams (see random_stream)
+
+
+def accepting_old_names(init):
+    """Wrap an agent's ``__init__``: a parameter given by its old name (:data:`RENAMED`) is passed by its
+    new one, with a one-line notice, when the agent has the new name and not the old."""
+    @functools.wraps(init)
+    def renaming(self, *args, **kwargs):
+        return init(self, *args, **type(self).with_new_names(kwargs))
+
+    return renaming
 
 
 class BaseAgent:
@@ -51,10 +61,11 @@ class BaseAgent:
     model_roles: tuple[str, ...] = ('model',)
 
     def __init_subclass__(cls, **kwargs) -> None:
-        """Every agent's constructor checks its arguments by kind (``xagents.utils.validation``)."""
+        """Every agent's constructor takes renamed parameters by their old names for a release, and checks
+        its arguments by kind (``xagents.utils.validation``)."""
         super().__init_subclass__(**kwargs)
         if '__init__' in vars(cls):
-            cls.__init__ = validated(cls.__init__)
+            cls.__init__ = accepting_old_names(validated(cls.__init__))
 
     @validated
     def __init__(
@@ -69,7 +80,7 @@ class BaseAgent:
         checkpoints: Sequence[str] | None = None,
         history_checkpoint: str | None = None,
         log_frequency: int = 10,
-        divergence_monitoring_steps: int | None = None,
+        plateau_start_steps: int | None = None,
         plateau_reduce_factor: float = 0.9,
         plateau_reduce_patience: int = 10,
         early_stop_patience: int = 3,
@@ -87,7 +98,7 @@ class BaseAgent:
             checkpoints: Paths to save the best models to, one per model role.
             history_checkpoint: Parquet file recording every finished episode.
             log_frequency: Log a progress line every this many finished episodes.
-            divergence_monitoring_steps: Steps after which plateau and early-stop monitoring start.
+            plateau_start_steps: Steps after which plateau and early-stop monitoring start.
             plateau_reduce_factor: Multiply the learning rate by this on a plateau.
             plateau_reduce_patience: Progress lines without a new best mean before reducing the lr.
             early_stop_patience: Learning-rate reductions without improvement before stopping.
@@ -120,7 +131,7 @@ class BaseAgent:
         self.checkpoints = list(checkpoints) if checkpoints else None
         self.history_checkpoint = history_checkpoint
         self.reward_buffer_size, self.log_frequency = reward_buffer_size, log_frequency
-        self.divergence_monitoring_steps = divergence_monitoring_steps
+        self.plateau_start_steps = plateau_start_steps
         self.plateau_reduce_factor = plateau_reduce_factor
         self.plateau_reduce_patience = plateau_reduce_patience
         self.early_stop_patience = early_stop_patience
@@ -161,8 +172,21 @@ class BaseAgent:
         return names - {'self', 'envs', 'kwargs'} | set(ENV_PARAMETERS)
 
     @classmethod
+    def with_new_names(cls, kwargs: dict) -> dict:
+        """``kwargs`` with parameters given by an old name (:data:`RENAMED`) under their new one, each
+        with a one-line notice (when the agent has the new name and not the old)."""
+        names, kwargs = cls.parameter_names(), dict(kwargs)
+        for old, new in RENAMED.items():
+            if old in kwargs and old not in names and new in names:
+                logger.warning('%s: %s is deprecated, use %s (the old name goes in the next release)',
+                               cls.__name__, old, new)
+                kwargs[new] = kwargs.pop(old)
+        return kwargs
+
+    @classmethod
     def from_env(cls, env_id: str, **kwargs):
         """Build envs and the agent for ``env_id`` with the same tuned defaults as the CLI."""
+        kwargs = cls.with_new_names(kwargs)  # an explicit old name still wins over a tuned default
         presets = cls.default_hyperparameters(env_id)
         unknown = sorted(set(presets) - cls.parameter_names())
         if unknown:
@@ -354,8 +378,8 @@ class BaseAgent:
             built_in.append(Wandb(monitor_session))
         if tensorboard:
             built_in.append(TensorBoard(tensorboard))
-        if self.divergence_monitoring_steps is not None:
-            built_in.append(Plateau(self.divergence_monitoring_steps, self.plateau_reduce_factor,
+        if self.plateau_start_steps is not None:
+            built_in.append(Plateau(self.plateau_start_steps, self.plateau_reduce_factor,
                                     self.plateau_reduce_patience, self.early_stop_patience))
         run = Run(self, [*built_in, *callbacks], target_reward, max_steps, stop_on)
         self.check_outputs(tensorboard)
@@ -558,7 +582,8 @@ class OnPolicy(BaseAgent):
         params, values = self.policy_and_value(observations)
         return params, values[:, 0]
 
-    def sample(self, params: np.ndarray, deterministic: bool = False):
+    def sample_actions(self, params: np.ndarray, deterministic: bool = False):
+        """Actions drawn from the distributions of ``params`` (their modes if ``deterministic``), with their log-probabilities."""
         if self.log_std_np is not None:
             return self.distribution.sample_np(params, self.log_std_np, self.rng, deterministic)
         return self.distribution.sample_np(params, self.rng, deterministic)
@@ -572,7 +597,7 @@ class OnPolicy(BaseAgent):
         return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
 
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        actions, _ = self.sample(self.forward(observations)[0], deterministic)
+        actions, _ = self.sample_actions(self.forward(observations)[0], deterministic)
         return self.env_actions(actions)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -586,7 +611,7 @@ class OnPolicy(BaseAgent):
         for t in range(self.n_steps):
             observations = self.observations
             params, values = self.forward(observations)
-            actions, log_probs = self.sample(params)
+            actions, log_probs = self.sample_actions(params)
             next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
             rollout.observations[t] = observations
             rollout.actions[t] = actions
@@ -670,7 +695,7 @@ class OffPolicy(BaseAgent):
         gradient_steps: int = 1,
         start_steps: int | None = None,
         update_after: int = 0,
-        n_steps: int = 1,
+        return_steps: int = 1,
         tau: float = 0.005,
         prioritized: bool = False,
         priority_alpha: float = 0.6,
@@ -692,7 +717,7 @@ class OffPolicy(BaseAgent):
             gradient_steps: Gradient steps per update, all run in one graph call.
             start_steps: Env steps acted uniformly at random (default: buffer_initial_size).
             update_after: Env steps before the first update, if later than the buffer's initial fill.
-            n_steps: Rewards summed into each sampled transition (n-step returns).
+            return_steps: Rewards summed into each sampled transition (n-step returns).
             tau: Polyak coefficient of the target networks (1 copies them).
             prioritized: Sample transitions in proportion to their TD error (Schaul et al. 2016).
             priority_alpha: Prioritised replay exponent alpha.
@@ -715,9 +740,9 @@ class OffPolicy(BaseAgent):
         if buffer_batch_size > buffer_initial_size:
             raise ValueError(f'expected buffer_batch_size <= buffer_initial_size = {buffer_initial_size}, '
                              f'got {buffer_batch_size}')
-        if buffer_initial_size < n_steps * self.n_envs:
-            raise ValueError(f'expected buffer_initial_size >= n_steps * n_envs = {n_steps * self.n_envs} '
-                             f'(a complete {n_steps}-step window per env before the first update), '
+        if buffer_initial_size < return_steps * self.n_envs:
+            raise ValueError(f'expected buffer_initial_size >= return_steps * n_envs = {return_steps * self.n_envs} '
+                             f'(a complete {return_steps}-step window per env before the first update), '
                              f'got {buffer_initial_size}')
         if update_every % self.n_envs:
             raise ValueError(f'expected update_every to be a multiple of n_envs = {self.n_envs}, '
@@ -727,7 +752,7 @@ class OffPolicy(BaseAgent):
         self.buffer_batch_size, self.update_every, self.gradient_steps = (
             buffer_batch_size, update_every, gradient_steps)
         self.start_steps = buffer_initial_size if start_steps is None else start_steps
-        self.n_steps, self.tau, self.prioritized = n_steps, tau, prioritized
+        self.return_steps, self.tau, self.prioritized = return_steps, tau, prioritized
         self.jit_compile = jit_compile
         self.target_update_interval = 1
         space = envs.single_action_space
@@ -747,10 +772,10 @@ class OffPolicy(BaseAgent):
 
         def replay_buffer(capacity: int) -> ReplayBuffer:
             return buffer_class(capacity, self.n_envs, envs.single_observation_space, stored_actions,
-                                n_steps=n_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
+                                n_steps=return_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
                                 frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs)
 
-        per_transition = replay_buffer(self.n_envs * (n_steps + 1024)).bytes_per_transition  # pages untouched
+        per_transition = replay_buffer(self.n_envs * (return_steps + 1024)).bytes_per_transition  # pages untouched
         check_fits(f'a replay buffer of {buffer_max_size:,} transitions', per_transition * buffer_max_size,
                    'lower --buffer-max-size')
         self.buffer = replay_buffer(buffer_max_size)
@@ -907,7 +932,7 @@ class OffPolicy(BaseAgent):
         Args:
             observations: ``(batch, *observation_shape)``.
             actions: ``(batch,)`` int64 indices or ``(batch, action_dim)`` in ``[-1, 1]``.
-            rewards: ``(batch,)`` discounted sums of up to ``n_steps`` rewards.
+            rewards: ``(batch,)`` discounted sums of up to ``return_steps`` rewards.
             next_observations: ``(batch, *observation_shape)``.
             discounts: ``(batch,)`` ``gamma ** k``, 0 where the episode terminated.
             weights: ``(batch,)`` importance-sampling weights (ones without prioritised replay).

@@ -10,7 +10,7 @@ import sys
 
 import xagents
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
-from xagents.utils.cli import ArgumentParser, Flag, fail, flags_of
+from xagents.utils.cli import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import load_tensorflow
 from xagents.utils.presets import read_presets
 from xagents.utils.signatures import static_constructors, static_function
@@ -113,6 +113,7 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
         for flag in list(own.values()):
             if flag.name not in names:
                 shown(flag).add_to(group, checks.get(flag.name))
+    add_old_names(parser)
     return parser
 
 
@@ -220,6 +221,7 @@ def tune_parser(agent: str | None) -> ArgumentParser:
                 flag.add_to(group)
             else:
                 add_search_flag(group, flag)
+        add_old_names(parser)
     return parser
 
 

@@ -25,7 +25,7 @@ class ACER(BaseAgent):
 
     One model outputs policy logits and ``Q(x, .)``; ``V(x) = sum_a pi(a|x) Q(x, a)``. Each
     :meth:`train_once` collects ``n_steps`` from every env (one segment), makes the on-policy
-    update on it, stores it, and, once ``replay_start`` segments are stored, makes
+    update on it, stores it, and, once ``buffer_initial_size`` segments are stored, makes
     ``Poisson(replay_ratio)`` more updates on segments drawn from the buffer. Per update
     (algorithm 2 of the paper, as OpenAI Baselines' ``acer`` computes it):
 
@@ -62,8 +62,8 @@ class ACER(BaseAgent):
         delta: float = 1.0,
         ema_alpha: float = 0.99,
         replay_ratio: float = 4.0,
-        buffer_size: int = 2500,
-        replay_start: int = 500,
+        buffer_max_size: int = 2500,
+        buffer_initial_size: int = 500,
         **kwargs,
     ) -> None:
         """Build the model, its average copy, the optimizer and the segment buffer.
@@ -83,17 +83,19 @@ class ACER(BaseAgent):
             delta: Trust-region bound on the linearised KL(average policy || policy) per sample.
             ema_alpha: Decay of the exponential moving average of the model's weights.
             replay_ratio: Mean number (Poisson) of replayed updates after each on-policy update.
-            buffer_size: Replay buffer capacity in segments (n_steps x n_envs steps each; Baselines:
+            buffer_max_size: Replay buffer capacity in segments (n_steps x n_envs steps each; Baselines:
                 50,000 frames per env at 20 steps a segment).
-            replay_start: Segments stored before replay starts (Baselines: 10,000 frames per env).
+            buffer_initial_size: Segments stored before replay starts (Baselines: 10,000 frames per env).
         """
         super().__init__(envs, lr=lr, **kwargs)
-        if not 1 <= replay_start <= buffer_size:
-            raise ValueError(f'expected 1 <= replay_start <= buffer_size = {buffer_size}, got {replay_start}')
+        if not 1 <= buffer_initial_size <= buffer_max_size:
+            raise ValueError(f'expected 1 <= buffer_initial_size <= buffer_max_size = {buffer_max_size}, '
+                             f'got {buffer_initial_size}')
         self.n_steps = n_steps
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
         self.importance_c, self.trust_region, self.delta = importance_c, trust_region, delta
-        self.ema_alpha, self.replay_ratio, self.replay_start = ema_alpha, replay_ratio, replay_start
+        self.ema_alpha, self.replay_ratio = ema_alpha, replay_ratio
+        self.buffer_max_size, self.buffer_initial_size = buffer_max_size, buffer_initial_size
         self.n_actions = int(envs.single_action_space.n)
         outputs = [Output('policy', self.n_actions), Output('q', self.n_actions)]
         self.model = self.build('model', model, outputs)
@@ -111,9 +113,9 @@ class ACER(BaseAgent):
                                  envs.single_action_space, seed=random_stream(self.seed, REPLAY),
                                  frame_stack_axis=-1 if frame_stacked(envs) else None)
 
-        check_fits(f'a replay buffer of {buffer_size:,} segments', segment_buffer(1).nbytes * buffer_size,
-                   'lower --buffer-size')
-        self.buffer = segment_buffer(buffer_size)
+        check_fits(f'a replay buffer of {buffer_max_size:,} segments', segment_buffer(1).nbytes * buffer_max_size,
+                   'lower --buffer-max-size')
+        self.buffer = segment_buffer(buffer_max_size)
         self.policy_and_q = self.acting(self.model)
 
     # ----------------------------------------------------------------------------- acting
@@ -130,9 +132,9 @@ class ACER(BaseAgent):
 
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
         probs = self.forward(observations)[0]
-        return self.env_actions(probs.argmax(-1) if deterministic else self.sample(probs))
+        return self.env_actions(probs.argmax(-1) if deterministic else self.sample_actions(probs))
 
-    def sample(self, probs: np.ndarray) -> np.ndarray:
+    def sample_actions(self, probs: np.ndarray) -> np.ndarray:
         """One action per row of ``probs``, by inverting the cumulative distribution."""
         cumulative = probs.cumsum(-1)
         draws = self.rng.random((len(probs), 1)) * cumulative[:, -1:]
@@ -148,7 +150,7 @@ class ACER(BaseAgent):
         for t in range(self.n_steps):
             observations[t] = self.observations
             policies[t] = self.forward(self.observations)[0]
-            actions[t] = self.sample(policies[t])
+            actions[t] = self.sample_actions(policies[t])
             self.observations, rewards[t], terminated, truncated, finals = self.step_envs(actions[t])
             dones[t] = terminated | truncated
             rewards[t] = self.bootstrapped(rewards[t], terminated, truncated, finals)
@@ -160,7 +162,7 @@ class ACER(BaseAgent):
         segment = self.collect()
         self.buffer.add(segment)
         metrics = self.train_step(*segment)
-        if len(self.buffer) >= self.replay_start:
+        if len(self.buffer) >= self.buffer_initial_size:
             for _ in range(self.rng.poisson(self.replay_ratio)):
                 metrics = self.train_step(*self.buffer.sample())
         self.on_weights_changed()

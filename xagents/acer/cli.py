@@ -3,8 +3,8 @@ of its own flags; everything else about a flag comes from ACER's signature."""
 from xagents.utils.cli import COMMON_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
 
 TUNABLE = {
-    **COMMON_TUNABLE, **LOSS_COEFFICIENTS_TUNABLE, 'importance_c': 'log', 'delta': 'log', 'ema_alpha': 'uniform',
-    'replay_ratio': 'uniform', 'buffer_size': 'log', 'replay_start': 'log', 'rmsprop_epsilon': 'log',
+    **COMMON_TUNABLE, **LOSS_COEFFICIENTS_TUNABLE, 'n_steps': 'log', 'importance_c': 'log', 'delta': 'log', 'ema_alpha': 'uniform',
+    'replay_ratio': 'uniform', 'buffer_max_size': 'log', 'buffer_initial_size': 'log', 'rmsprop_epsilon': 'log',
     'trust_region': 'categorical', 'model': 'categorical',
 }
 

@@ -10,5 +10,5 @@ TUNABLE = {
 
 EXAMPLES = [
     'xagents train dqn --env CartPole-v1 --target-reward 475 --eval-frequency 2500 --eval-episodes 10 --stop-on eval',
-    'xagents train dqn --env CartPole-v1 --double --dueling --prioritized --n-steps 3 --max-steps 30000',
+    'xagents train dqn --env CartPole-v1 --double --dueling --prioritized --return-steps 3 --max-steps 30000',
 ]

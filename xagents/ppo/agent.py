@@ -24,7 +24,7 @@ class PPO(OnPolicy):
         n_steps: int = 128,
         lam: float = 0.95,
         lr: float = 3e-4,
-        clip_norm: float = 0.2,
+        clip_range: float = 0.2,
         ppo_epochs: int = 4,
         mini_batches: int = 4,
         entropy_coef: float = 0.01,
@@ -40,7 +40,7 @@ class PPO(OnPolicy):
             n_steps: Steps per env in each rollout.
             lam: GAE lambda.
             lr: Learning rate.
-            clip_norm: Clipping range epsilon of the probability ratio.
+            clip_range: Clipping range epsilon of the probability ratio.
             ppo_epochs: Passes over each rollout.
             mini_batches: Minibatches per pass (must divide n_steps * n_envs).
             entropy_coef: Weight of the entropy bonus.
@@ -55,7 +55,7 @@ class PPO(OnPolicy):
             raise ValueError(
                 f'expected mini_batches to divide n_steps * n_envs = {batch}, got {mini_batches}'
             )
-        self.clip_norm, self.ppo_epochs, self.mini_batches = clip_norm, ppo_epochs, mini_batches
+        self.clip_range, self.ppo_epochs, self.mini_batches = clip_range, ppo_epochs, mini_batches
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
         self.target_kl, self.normalize_advantages = target_kl, normalize_advantages
         self.minibatch_size = batch // mini_batches
@@ -70,7 +70,7 @@ class PPO(OnPolicy):
             advantages = standardized(advantages)
         log_ratio = log_probs - old_log_probs
         ratio = tf.exp(log_ratio)
-        clipped = tf.clip_by_value(ratio, 1 - self.clip_norm, 1 + self.clip_norm)
+        clipped = tf.clip_by_value(ratio, 1 - self.clip_range, 1 + self.clip_range)
         policy_loss = -tf.reduce_mean(tf.minimum(ratio * advantages, clipped * advantages))
         value_loss = tf.reduce_mean((returns - values[:, 0]) ** 2)
         entropy = tf.reduce_mean(entropy)

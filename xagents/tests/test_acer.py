@@ -129,7 +129,7 @@ def test_trust_region_bounds_linearised_kl_on_fixed_batch(trust_region):
     size eta along z changes KL(average || pi) by eta k.z + O(eta^2), checked here too.
     """
     delta = 0.05
-    agent = ACER.from_env('CartPole-v1', seed=4, n_envs=4, n_steps=10, delta=delta, replay_start=1,
+    agent = ACER.from_env('CartPole-v1', seed=4, n_envs=4, n_steps=10, delta=delta, buffer_initial_size=1,
                           replay_ratio=0.0, trust_region=trust_region, quiet=True)
     # Early on, Q ~ 0 makes every advantage positive, and a step raising pi(a) in the probability
     # coordinates lowers KL(average || pi): the bound only bites once Q has learned (A < 0 exists).
@@ -158,7 +158,7 @@ def test_trust_region_bounds_linearised_kl_on_fixed_batch(trust_region):
 
 
 def test_update_changes_weights_and_average_follows():
-    agent = ACER.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=5, replay_start=1, quiet=True,
+    agent = ACER.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=5, buffer_initial_size=1, quiet=True,
                           ema_alpha=0.9)
     batch = fixed_segment(agent)
     model_before = [w.numpy() for w in agent.model.weights]
@@ -171,8 +171,8 @@ def test_update_changes_weights_and_average_follows():
     assert any(not np.array_equal(old, new.numpy()) for old, new in zip(model_before, agent.model.weights))
 
 
-def test_replay_starts_after_replay_start_segments():
-    agent = ACER.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=5, replay_start=3, replay_ratio=50.0,
+def test_replay_starts_after_buffer_initial_size_segments():
+    agent = ACER.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=5, buffer_initial_size=3, replay_ratio=50.0,
                           quiet=True)
     agent.fit(max_steps=20)  # two segments: on-policy updates only
     assert len(agent.buffer) == 2 and int(agent.optimizer.iterations) == 2
@@ -205,7 +205,7 @@ def test_checkpoint_round_trip_resets_average(tmp_path):
 
 def test_atari_model_updates():
     agent = ACER.from_env('PongNoFrameskip-v4', seed=0, n_envs=2, n_steps=4, async_envs=False,
-                          buffer_size=4, replay_start=1, replay_ratio=1.0, quiet=True)
+                          buffer_max_size=4, buffer_initial_size=1, replay_ratio=1.0, quiet=True)
     assert agent.policy_and_q.numpy is None and agent.buffer.observations.dtype == np.uint8
     run = agent.fit(max_steps=24)
     assert np.isfinite(float(run.metrics['q_loss']))
@@ -213,7 +213,7 @@ def test_atari_model_updates():
 
 def test_bad_hyperparameters_raise():
     for bad in ({'delta': 0.0}, {'delta': -1.0}, {'replay_ratio': -0.5}, {'importance_c': 0.0},
-                {'replay_start': 10, 'buffer_size': 5}, {'ema_alpha': 1.0}):
+                {'buffer_initial_size': 10, 'buffer_max_size': 5}, {'ema_alpha': 1.0}):
         with pytest.raises(ValueError, match='expected'):
             ACER.from_env('CartPole-v1', n_envs=2, quiet=True, **bad)
     with pytest.raises(ValueError, match='ACER supports Discrete action spaces'):

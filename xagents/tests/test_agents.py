@@ -76,7 +76,7 @@ gym.register('RisingScores-v0', entry_point=Scores, kwargs={'slope': 1.0})
 gym.register('FlatScores-v0', entry_point=Scores, kwargs={'slope': 0.0})
 
 SMALL = {
-    PPO: {'n_steps': 32}, A2C: {}, TRPO: {'n_steps': 64}, ACER: {'replay_start': 2},
+    PPO: {'n_steps': 32}, A2C: {}, TRPO: {'n_steps': 64}, ACER: {'buffer_initial_size': 2},
     DQN: {'buffer_initial_size': 64, 'buffer_batch_size': 32, 'update_every': 4},
     SAC: {'buffer_initial_size': 64, 'buffer_batch_size': 32, 'update_every': 4, 'gradient_steps': 4},
 }
@@ -124,7 +124,7 @@ def test_best_reward_is_one_number_in_progress_lines_history_and_resume(workdir,
 def plateau_agent(env_id: str) -> PPO:
     """PPO logging a progress line per episode (128 per rollout), plateau rules from the start."""
     return PPO.from_env(env_id, seed=0, n_envs=2, n_steps=128, lr=1e-3, log_frequency=1, reward_buffer_size=10,
-                        divergence_monitoring_steps=1, plateau_reduce_patience=2, plateau_reduce_factor=0.5,
+                        plateau_start_steps=1, plateau_reduce_patience=2, plateau_reduce_factor=0.5,
                         early_stop_patience=2, quiet=True)
 
 

@@ -25,7 +25,7 @@ def test_train_lists_general_and_training_flags_only(xagents_cli):
     for flag in ('--env', '--n-envs', '--seed', '--lr', '--target-reward', '--max-steps', '--checkpoints',
                  '--history-checkpoint', '--weights', '--monitor-session', '--tensorboard', '--quiet'):
         assert flag in out, flag
-    assert '--clip-norm' not in out
+    assert '--clip-range' not in out
 
 
 def test_agent_help_lists_every_constructor_parameter_with_default(xagents_cli):
@@ -37,13 +37,13 @@ def test_agent_help_lists_every_constructor_parameter_with_default(xagents_cli):
     for flag in flags_of(constructors(__import__('xagents').PPO, BaseAgent) + [BaseAgent.__init__]):
         assert flag.option in out, flag.option
     assert '--ppo-epochs N' in out and '(default: 4)' in out
-    assert '--clip-norm X' in out and '(default: 0.2)' in out
+    assert '--clip-range X' in out and '(default: 0.2)' in out
 
 
 # Each agent's defaults as its paper and reference implementations give them, written out here rather
 # than recomputed from the signatures, with an env that has no tuned entry for the agent.
 REFERENCE_DEFAULTS = {
-    'ppo': ('Acrobot-v1', {'lr': 3e-4, 'n_steps': 128, 'lam': 0.95, 'clip_norm': 0.2, 'ppo_epochs': 4,
+    'ppo': ('Acrobot-v1', {'lr': 3e-4, 'n_steps': 128, 'lam': 0.95, 'clip_range': 0.2, 'ppo_epochs': 4,
                            'entropy_coef': 0.01, 'gamma': 0.99}),
     'a2c': ('Acrobot-v1', {'lr': 7e-4, 'n_steps': 5, 'entropy_coef': 0.01, 'rmsprop_alpha': 0.99,
                            'rmsprop_epsilon': 1e-5}),

@@ -161,7 +161,7 @@ def test_epsilon_falls_linearly_then_stays():
 
 
 def test_n_step_returns_reach_the_batches():
-    agent = DQN.from_env('CartPole-v1', seed=0, n_steps=3, buffer_initial_size=500, update_every=1, quiet=True)
+    agent = DQN.from_env('CartPole-v1', seed=0, return_steps=3, buffer_initial_size=500, update_every=1, quiet=True)
     agent.fit(max_steps=400)
     batch = agent.buffer.sample(400)
     gammas = 0.99 ** np.arange(4)
@@ -433,9 +433,9 @@ BAD_INPUTS = [
      'xagents train sac: error: expected buffer_initial_size <= buffer_max_size = 1000, got 2000'),
     (['dqn', '--env', 'CartPole-v1', '--buffer-batch-size', '2048'],
      'xagents train dqn: error: expected buffer_batch_size <= buffer_initial_size = 1000, got 2048'),
-    (['dqn', '--env', 'CartPole-v1', '--n-envs', '4', '--update-every', '4', '--n-steps', '3', '--buffer-initial-size', '8',
+    (['dqn', '--env', 'CartPole-v1', '--n-envs', '4', '--update-every', '4', '--return-steps', '3', '--buffer-initial-size', '8',
       '--buffer-batch-size', '8'],
-     'xagents train dqn: error: expected buffer_initial_size >= n_steps * n_envs = 12 (a complete 3-step window '
+     'xagents train dqn: error: expected buffer_initial_size >= return_steps * n_envs = 12 (a complete 3-step window '
      'per env before the first update), got 8'),
     (['ddpg', '--env', 'Pendulum-v1', '--noise-type', 'normal_0.1,pink_0.2'],
      "xagents train ddpg: error: argument --noise-type: expected noise types normal_SIGMA, ou_SIGMA, adaptive-param_SIGMA or none, "

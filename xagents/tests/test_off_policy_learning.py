@@ -32,7 +32,7 @@ def test_discrete_sac_learns_cartpole():
 
 def test_dqn_with_every_extension_at_once_solves_cartpole():
     """Double + dueling + prioritised replay + 3-step returns together (Rainbow's DQN half)."""
-    agent = DQN.from_env('CartPole-v1', seed=0, double=True, dueling=True, prioritized=True, n_steps=3, quiet=True)
+    agent = DQN.from_env('CartPole-v1', seed=0, double=True, dueling=True, prioritized=True, return_steps=3, quiet=True)
     run = agent.fit(target_reward=475, max_steps=30_000, eval_frequency=2500, eval_episodes=5, stop_on='eval')
     assert run.eval_reward >= 475, run.eval_reward
 

@@ -201,7 +201,7 @@ def existing_study(workdir):
     (['--n-steps', '32', '64', '128'], "study 'ppo-CartPole-v1' searched --n-steps as choices 32,64, got choices "),
     (['--lr', '1e-4', '1e-2', '--pruner', 'sometimes'], "expected pruner median, halving, none, got 'sometimes'"),
     (['--lr', '1e-4', '1e-2', '--env', 'NoSuchEnv-v0'], "unknown environment id 'NoSuchEnv-v0'"),
-    (['--lr', '1e-4', '1e-2', '--clip-norm', '-1'], 'expected clip_norm > 0, got -1.0'),
+    (['--lr', '1e-4', '1e-2', '--clip-range', '-1'], 'expected clip_range > 0, got -1.0'),
     (['--lr', '1e-4', '1e-2', '--gamma', '0.9', '1.2'], 'expected 0 <= gamma <= 1, got 1.2'),
     (['--lr', '1e-4', '1e-2', '--n-envs', '0,4'], 'expected n_envs >= 1, got 0'),
     (['--lr', '1e-4', '1e-2', '--plot', 'ppo-CartPole-v1.journal.log'],

@@ -77,7 +77,7 @@ def test_every_numeric_parameter_of_every_agent_has_a_kind(agent):
     (['ppo', *CARTPOLE, '--n-steps', str(10 ** 9)], 'a rollout of 1,000,000,000 steps of 8 envs needs '),
     (['dqn', *CARTPOLE, '--buffer-max-size', str(10 ** 12)], 'a replay buffer of 1,000,000,000,000 transitions needs '),
     (['sac', '--env', 'CarRacing-v3', '--max-steps', '100'], 'a replay buffer of 1,000,000 transitions needs 25.8 GiB '),
-    (['acer', *CARTPOLE, '--buffer-size', str(10 ** 9)], 'a replay buffer of 1,000,000,000 segments needs '),
+    (['acer', *CARTPOLE, '--buffer-max-size', str(10 ** 9)], 'a replay buffer of 1,000,000,000 segments needs '),
 ])
 def test_sizes_that_cannot_fit_in_memory_fail_fast_naming_the_memory_needed(xagents_cli, workdir, argv, message):
     from xagents.utils.memory import available_bytes

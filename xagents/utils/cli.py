@@ -15,6 +15,7 @@ import sys
 from typing import Any, Callable, Iterable
 
 from xagents.utils.signatures import StaticFunction
+from xagents.utils.validation import RENAMED
 
 SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs'}
 
@@ -128,7 +129,7 @@ def constructors(agent_class: type, stop: type) -> list[Callable]:
 
 # Names users bring from Stable-Baselines3 and RL Zoo, and what xagents calls them.
 SB3_NAMES = {'learning-rate': 'lr', 'n-epochs': 'ppo-epochs', 'ent-coef': 'entropy-coef', 'vf-coef': 'value-loss-coef',
-             'max-grad-norm': 'grad-norm', 'gae-lambda': 'lam', 'clip-range': 'clip-norm', 'buffer-size': 'buffer-max-size',
+             'max-grad-norm': 'grad-norm', 'gae-lambda': 'lam', 'buffer-size': 'buffer-max-size',
              'learning-starts': 'buffer-initial-size', 'train-freq': 'update-every', 'batch-size': 'buffer-batch-size',
              'exploration-final-eps': 'epsilon-end', 'total-timesteps': 'max-steps', 'n-timesteps': 'max-steps',
              'env-id': 'env', 'num-envs': 'n-envs'}
@@ -149,6 +150,27 @@ class ArgumentParser(argparse.ArgumentParser):
             if close:
                 message += f' (did you mean {close[0]}?)'
         fail(f'{self.prog}: error: {message}')
+
+
+class _OldName(argparse.Action):
+    """A renamed flag's old name: stores under the new name, with a one-line notice."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        new = '--' + self.dest.replace('_', '-')
+        sys.stderr.write(f'{parser.prog}: {option_string} is deprecated, use {new} (the old name goes in the next '
+                         'release)\n')
+        setattr(namespace, self.dest, values)
+
+
+def add_old_names(parser: argparse.ArgumentParser) -> None:
+    """Accept the old name of each renamed flag the parser has (:data:`RENAMED`), hidden from help."""
+    actions = {action.dest: action for action in parser._actions}
+    for old, new in RENAMED.items():
+        if new in actions and old not in actions:
+            action = actions[new]
+            parser.add_argument('--' + old.replace('_', '-'), dest=new, action=_OldName, type=action.type,
+                                nargs=action.nargs, metavar=action.metavar, default=argparse.SUPPRESS,
+                                help=argparse.SUPPRESS)
 
 
 def fail(message: str, status: int = 2) -> None:
@@ -172,8 +194,8 @@ def add_search_flag(group, flag: Flag, tag: str | None = None) -> None:
 # How ``xagents tune`` searches parameters shared by many agents; each agent's ``cli.py`` adds its
 # own. 'log': a MIN MAX range is searched log-uniformly (rates, coefficients, sizes); 'uniform':
 # uniformly; 'categorical': choices only. Parameters not listed take one fixed value in a search.
-COMMON_TUNABLE = {'lr': 'log', 'n_envs': 'log', 'gamma': 'uniform', 'n_steps': 'log'}
-ON_POLICY_TUNABLE = {**COMMON_TUNABLE, 'lam': 'uniform'}
+COMMON_TUNABLE = {'lr': 'log', 'n_envs': 'log', 'gamma': 'uniform'}
+ON_POLICY_TUNABLE = {**COMMON_TUNABLE, 'n_steps': 'log', 'lam': 'uniform'}
 LOSS_COEFFICIENTS_TUNABLE = {'entropy_coef': 'log', 'value_loss_coef': 'log', 'grad_norm': 'log'}
-OFF_POLICY_TUNABLE = {**COMMON_TUNABLE, 'tau': 'log', 'buffer_batch_size': 'log', 'buffer_initial_size': 'log',
+OFF_POLICY_TUNABLE = {**COMMON_TUNABLE, 'return_steps': 'log', 'tau': 'log', 'buffer_batch_size': 'log', 'buffer_initial_size': 'log',
                       'update_every': 'log', 'gradient_steps': 'log'}

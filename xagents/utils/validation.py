@@ -30,18 +30,29 @@ KINDS: dict[str, str] = {
     **dict.fromkeys(('beta1', 'beta2', 'rmsprop_alpha', 'ema_alpha'), 'decay'),
     **dict.fromkeys(('tau', 'plateau_reduce_factor'), 'fraction'),
     'line_search_shrink': 'shrink',
-    **dict.fromkeys(('lr', 'opt_epsilon', 'rmsprop_epsilon', 'grad_norm', 'clip_norm', 'target_kl', 'max_kl',
+    **dict.fromkeys(('lr', 'opt_epsilon', 'rmsprop_epsilon', 'grad_norm', 'clip_range', 'target_kl', 'max_kl',
                      'cg_damping', 'cg_residual_tolerance', 'delta', 'importance_c', 'alpha', 'initial_alpha'),
                     'rate'),
     **dict.fromkeys(('entropy_coef', 'value_loss_coef', 'critic_l2', 'replay_ratio', 'priority_alpha',
                      'policy_noise_coef', 'noise_clip'), 'coefficient'),
-    **dict.fromkeys(('n_envs', 'n_steps', 'ppo_epochs', 'mini_batches', 'reward_buffer_size', 'log_frequency',
+    **dict.fromkeys(('n_envs', 'n_steps', 'return_steps', 'ppo_epochs', 'mini_batches', 'reward_buffer_size', 'log_frequency',
                      'buffer_max_size', 'buffer_initial_size', 'buffer_batch_size', 'update_every', 'gradient_steps',
                      'target_update_interval', 'epsilon_decay_steps', 'priority_beta_steps', 'policy_delay',
-                     'cg_iterations', 'line_search_steps', 'critic_iterations', 'buffer_size', 'replay_start',
+                     'cg_iterations', 'line_search_steps', 'critic_iterations',
                      'plateau_reduce_patience', 'early_stop_patience', 'lr_decay_steps', 'max_steps',
                      'eval_frequency', 'eval_episodes', 'frame_frequency'), 'count'),
-    **dict.fromkeys(('start_steps', 'update_after', 'divergence_monitoring_steps', 'seed'), 'steps'),
+    **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed'), 'steps'),
+}
+
+
+# Parameters renamed so that a name says one thing, old name: new name; the old names work for one
+# more release, with a notice (a constructor argument, or a flag).
+RENAMED = {
+    'clip_norm': 'clip_range',  # PPO's ratio clip, not a gradient norm (that is grad_norm)
+    'divergence_monitoring_steps': 'plateau_start_steps',  # when the plateau rules start
+    'buffer_size': 'buffer_max_size',  # ACER's replay capacity, named as the off-policy agents' is
+    'replay_start': 'buffer_initial_size',  # ACER's segments stored before replay, likewise
+    'n_steps': 'return_steps',  # off-policy n-step returns (on-policy n_steps is the rollout length)
 }
 
 
