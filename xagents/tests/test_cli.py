@@ -63,7 +63,8 @@ def test_help_shows_the_defaults_each_agent_uses(agent):
     from xagents.registry import agent_class
 
     env_id, defaults = REFERENCE_DEFAULTS[agent]
-    shown = {action.dest: action.help for action in build_parser('train', agent)._actions}
+    shown = {action.dest: action.help for action in build_parser('train', agent)._actions
+             if action.help != '==SUPPRESS=='}  # not the hidden old names of renamed flags
     for name, value in defaults.items():
         assert shown[name].endswith(f'(default: {value})'), (name, shown[name])
     built = agent_class(agent).from_env(env_id, quiet=True)
