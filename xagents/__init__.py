@@ -3,7 +3,7 @@ __version__ = '1.0.0'
 
 from xagents.registry import AGENTS as _AGENTS  # noqa: E402
 
-__all__ = [entry.partition(':')[2] for entry in _AGENTS.values()]
+__all__ = [entry.partition(':')[2] for entry in _AGENTS.values()] + ['evaluate']
 
 
 def __getattr__(name: str):
@@ -13,5 +13,8 @@ def __getattr__(name: str):
         from xagents.utils.console import load_tensorflow
 
         load_tensorflow()
+        if name == 'evaluate':
+            from xagents.evaluation import evaluate
+            return evaluate
         return agent_class(next(agent for agent, entry in _AGENTS.items() if entry.endswith(f':{name}')))
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

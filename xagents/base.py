@@ -20,33 +20,47 @@ import numpy as np
 import tensorflow as tf
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer
+from xagents.utils.atomic import atomic_write
+from xagents.utils.buffers import (PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, buffer_state,
+                                   restore_buffer_state)
 from xagents.callbacks import Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, TensorBoard, Wandb
+from xagents.evaluation import EvaluationResult, evaluate
 from xagents.run import Episode, Run
 from xagents.utils.atomic import check_writable, remove_stale_temporaries
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
 from xagents.utils.console import console_logging
 from xagents.utils.distributions import DiagGaussian, distribution_for
-from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, create_envs, env_settings, frame_stacked
+from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, as_vector_env, create_envs, env_settings, frame_stacked
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Forward, NumpyForward, Output, build_model
 from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
+from xagents.utils.saved import json_values, read_manifest, write_manifest
 from xagents.utils.validation import RENAMED, validated
 
 logger = logging.getLogger('xagents')
 ACTING, REPLAY = 1, 2  # purposes of an agent's NumPy random streams (see random_stream)
 
 
-def accepting_old_names(init):
+def constructor(init):
     """Wrap an agent's ``__init__``: a parameter given by its old name (:data:`RENAMED`) is passed by its
-    new one, with a one-line notice, when the agent has the new name and not the old."""
-    @functools.wraps(init)
-    def renaming(self, *args, **kwargs):
-        return init(self, *args, **type(self).with_new_names(kwargs))
+    new one, with a one-line notice; a ``gym.Env`` or vector env of the user's is taken as agents take
+    envs (:func:`as_vector_env`); and the outermost call records the arguments it was given as the
+    agent's ``hyperparameters`` (what :meth:`BaseAgent.save` writes and ``load`` builds from)."""
+    signature = inspect.signature(init)
 
-    return renaming
+    @functools.wraps(init)
+    def construct(self, envs, *args, **kwargs):
+        kwargs = type(self).with_new_names(kwargs)
+        envs = as_vector_env(envs)
+        if 'hyperparameters' not in vars(self):
+            given = signature.bind_partial(self, envs, *args, **kwargs).arguments
+            given.update(given.pop('kwargs', {}))
+            self.hyperparameters = {name: value for name, value in given.items() if name not in ('self', 'envs')}
+        return init(self, envs, *args, **kwargs)
+
+    return construct
 
 
 class BaseAgent:
@@ -59,13 +73,14 @@ class BaseAgent:
 
     supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
     model_roles: tuple[str, ...] = ('model',)
+    observation_clip = 10.0  # normalised observations are clipped to +-this (VecNormalize's clip_obs)
 
     def __init_subclass__(cls, **kwargs) -> None:
         """Every agent's constructor takes renamed parameters by their old names for a release, and checks
         its arguments by kind (``xagents.utils.validation``)."""
         super().__init_subclass__(**kwargs)
         if '__init__' in vars(cls):
-            cls.__init__ = accepting_old_names(validated(cls.__init__))
+            cls.__init__ = constructor(validated(cls.__init__))
 
     @validated
     def __init__(
@@ -84,6 +99,7 @@ class BaseAgent:
         plateau_reduce_factor: float = 0.9,
         plateau_reduce_patience: int = 10,
         early_stop_patience: int = 3,
+        normalize_observations: bool = False,
         quiet: bool = False,
     ) -> None:
         """Check the env against the agent and set up the shared machinery.
@@ -102,6 +118,10 @@ class BaseAgent:
             plateau_reduce_factor: Multiply the learning rate by this on a plateau.
             plateau_reduce_patience: Progress lines without a new best mean before reducing the lr.
             early_stop_patience: Learning-rate reductions without improvement before stopping.
+            normalize_observations: Scale vector observations by their running mean and standard
+                deviation, clipped (Baselines' VecNormalize and DDPG, RL Zoo's normalize); the statistics
+                are updated while collecting only, frozen when acting outside training, and saved with
+                the first model.
             quiet: Log nothing.
         """
         if not isinstance(envs.single_observation_space, gym.spaces.Box):
@@ -136,6 +156,12 @@ class BaseAgent:
         self.plateau_reduce_patience = plateau_reduce_patience
         self.early_stop_patience = early_stop_patience
         self.quiet = quiet
+        self.observation_stats = None
+        if normalize_observations:
+            shape = envs.single_observation_space.shape
+            if len(shape) != 1:
+                raise ValueError(f'normalize_observations expected vector observations, got shape {shape}')
+            self.observation_stats = RunningMeanStd(shape=shape)
         if not quiet:
             console_logging()
         if seed is not None:
@@ -246,9 +272,7 @@ class BaseAgent:
     # ------------------------------------------------------------------------- checkpoints
     def identity(self) -> dict[str, str | None]:
         """What this agent's files were made by: the agent, the env id (if known) and its spaces."""
-        return {'agent': type(self).__name__, 'env_id': (env_settings(self.envs) or {}).get('env_id'),
-                'observation_space': str(self.envs.single_observation_space),
-                'action_space': str(self.envs.single_action_space)}
+        return identity_of(type(self).__name__, self.envs)
 
     def save_models(self) -> None:
         """Save every model (with its optimizer, the step counter and the run's identity) to ``checkpoints``."""
@@ -258,7 +282,21 @@ class BaseAgent:
 
     def running_statistics(self) -> dict[str, RunningMeanStd]:
         """The normalisation statistics the agent learns with, by name; saved with its first model."""
-        return {}
+        return {} if self.observation_stats is None else {'observation': self.observation_stats}
+
+    def normalized(self, observations: np.ndarray) -> np.ndarray:
+        """Observations as the models see them: scaled by the running statistics (frozen) when enabled."""
+        stats = self.observation_stats
+        if stats is None:
+            return observations
+        scaled = (observations - stats.mean) / np.sqrt(stats.var + 1e-8)
+        return np.clip(scaled, -self.observation_clip, self.observation_clip).astype(np.float32)
+
+    def observe(self, observations: np.ndarray) -> np.ndarray:
+        """Observations met while collecting: the running statistics take them in, then they are normalised."""
+        if self.observation_stats is not None:
+            self.observation_stats.update(observations)
+        return self.normalized(observations)
 
     def checkpoint_extras(self, role: str) -> dict[str, np.ndarray]:
         """Arrays saved beside ``role``'s weights: the running statistics, with the first model."""
@@ -282,13 +320,16 @@ class BaseAgent:
         """Load models (and optimizer states) saved by :meth:`save_models`, one path per role.
 
         Args:
-            weights: Weights files saved by --checkpoints, one per model: to resume training (with its
-                history) or to play.
+            weights: Weights files saved by --checkpoints, one per model, or a directory written by
+                save: to resume training (with its history) or to play.
 
         Raises:
             ValueError: a file is no checkpoint, was saved by another agent, env or spaces, does not fit
                 its model, or the files are from different steps (a set torn by a kill while saving).
         """
+        if len(weights) == 1 and os.path.isdir(weights[0]):  # a directory written by save
+            self.restore(weights[0])
+            return
         if len(weights) != len(self.model_roles):
             raise ValueError(
                 f'{type(self).__name__} has {len(self.model_roles)} model(s) '
@@ -308,6 +349,117 @@ class BaseAgent:
         self.weights_loaded = list(weights)
         self.on_weights_changed()
 
+    # ------------------------------------------------------------------------ save and load
+    def save(self, path: str, include_buffer: bool = False) -> str:
+        """Write the agent to directory ``path``: every model with its optimizer state, the
+        hyperparameters it was built with, its env, step counter, identity, normalisation statistics
+        and random state, and (``include_buffer``) its replay buffer. ``load`` rebuilds it from that
+        alone. A kill while saving leaves the previous save of ``path`` whole (see ``utils.saved``).
+
+        Returns:
+            ``path``.
+        """
+        check_writable(path, directory=True)
+        tag = f'{self.steps:012d}-{os.urandom(4).hex()}'
+        files = {}
+        for role in self.model_roles:
+            files[role] = f'{role}-{tag}.npz'
+            save_checkpoint(os.path.join(path, files[role]), self.models[role], self.optimizers.get(role),
+                            extras=self.checkpoint_extras(role), identity=self.identity(), steps=self.steps)
+        if include_buffer:
+            files['buffer'] = f'buffer-{tag}.npz'
+            self.save_buffer(os.path.join(path, files['buffer']))
+        hyperparameters, unsaved = json_values({name: value for name, value in self.hyperparameters.items()
+                                                if name not in ('checkpoints', 'history_checkpoint')})
+        settings = env_settings(self.envs)
+        write_manifest(path, {
+            'agent': type(self).__name__, 'identity': self.identity(), 'steps': self.steps, 'files': files,
+            'hyperparameters': hyperparameters, 'unsaved': unsaved,
+            'env': settings and {**settings, 'n_envs': self.n_envs,
+                                 'async_envs': isinstance(self.envs, gym.vector.AsyncVectorEnv)},
+            'training_state': self.training_state(),
+        })
+        return path
+
+    @classmethod
+    def load(cls, path: str, env: str | gym.Env | gym.vector.VectorEnv | None = None, **overrides):
+        """Rebuild an agent saved by :meth:`save`: on the env it was trained on (made again from its id
+        and settings), or on ``env`` (an id, a ``gym.Env`` or a vector env) with the same spaces.
+
+        Args:
+            path: A directory written by ``save``.
+            env: Where the agent acts from now on (default: as it was saved).
+            overrides: Constructor arguments that replace the saved ones (``quiet=True``), and any
+                that could not be saved (a Keras model object given as ``model``).
+
+        Raises:
+            ValueError: ``path`` holds another agent, was trained on another env or spaces, or was
+                written by a newer xagents.
+        """
+        manifest = read_manifest(path)
+        if manifest['agent'] != cls.__name__:
+            raise ValueError(f'{path} holds a saved {manifest["agent"]}, not a {cls.__name__}: load it with '
+                             f'{manifest["agent"]}.load')
+        missing = [name for name in manifest['unsaved'] if name not in overrides]
+        if missing:
+            raise ValueError(f'{path} could not save {", ".join(missing)} (not JSON): pass it to load')
+        settings = {**manifest['hyperparameters'], **overrides}
+        if env is None or isinstance(env, str):
+            made = dict(manifest['env'] or {})
+            if not made and env is None:
+                raise ValueError(f'{path} was trained on an env not made from an id: pass the env to load')
+            made['env_id'] = env or made['env_id']
+            envs = create_envs(**{**made, 'seed': settings.get('seed')})
+        else:
+            envs = as_vector_env(env)
+        try:
+            check_identity(path, manifest['identity'], {**identity_of(cls.__name__, envs)})
+            agent = cls(envs, **settings)
+            agent.restore(path, manifest)
+        except BaseException:
+            envs.close()
+            raise
+        return agent
+
+    def restore(self, path: str, manifest: dict | None = None) -> None:
+        """Take back the models, statistics, step counter, random state (and replay buffer) of a
+        directory written by :meth:`save` into this agent."""
+        manifest = manifest or read_manifest(path)
+        check_identity(path, manifest['identity'], self.identity())
+        for role in self.model_roles:
+            checkpoint = read_checkpoint(os.path.join(path, manifest['files'][role]))
+            if checkpoint.steps != manifest['steps']:
+                raise ValueError(f'{checkpoint.path} is from step {checkpoint.steps}, {path} from step '
+                                 f'{manifest["steps"]}: a set torn while saving')
+            checkpoint.restore(self.models[role], self.optimizers.get(role))
+            self.restore_extras(role, checkpoint.extras)
+        if 'buffer' in manifest['files']:
+            self.load_buffer(os.path.join(path, manifest['files']['buffer']))
+        self.steps = int(manifest['steps'])
+        self.restore_training_state(manifest['training_state'])
+        self.weights_loaded = [path]
+        self.on_weights_changed()
+
+    def save_buffer(self, path: str) -> None:
+        """Write the replay buffer to ``path`` (agents that replay: off-policy agents and ACER)."""
+        if not hasattr(self, 'buffer'):
+            raise ValueError(f'{type(self).__name__} keeps no replay buffer to save')
+        with atomic_write(path) as file:
+            np.savez(file, **buffer_state(self.buffer))
+
+    def load_buffer(self, path: str) -> None:
+        """Take back a replay buffer written by :meth:`save_buffer`."""
+        with np.load(path, allow_pickle=False) as archive:
+            restore_buffer_state(self.buffer, dict(archive))
+
+    def training_state(self) -> dict:
+        """What changes while training besides weights and statistics, JSON-ready: random states and
+        counters that decide the next update (saved by :meth:`save`)."""
+        return {'random_state': self.rng.bit_generator.state}
+
+    def restore_training_state(self, state: dict) -> None:
+        self.rng.bit_generator.state = state['random_state']
+
     def acting(self, *models: tf.keras.Model) -> Forward:
         """The forward pass the agent acts with (see :class:`xagents.utils.models.Forward`), kept in
         step with the weights by :meth:`on_weights_changed`."""
@@ -324,6 +476,60 @@ class BaseAgent:
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions for a batch of observations, as the env expects them (see :meth:`env_actions`)."""
         raise NotImplementedError
+
+    def predict(self, observation: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
+        ``predict``), with the observation normalisation and action scaling of training; nothing learns.
+
+        Raises:
+            ValueError: the observation has neither the env's observation shape nor a batch of it.
+        """
+        space = self.envs.single_observation_space
+        observations = np.asarray(observation, dtype=space.dtype)
+        single = observations.shape == space.shape
+        if not single and observations.shape[1:] != space.shape:
+            raise ValueError(f'expected an observation shaped {space.shape} or a batch shaped (n, '
+                             f'{", ".join(map(str, space.shape))}), got shape {observations.shape}')
+        actions = self.act(observations[None] if single else observations, deterministic)
+        return actions[0] if single else actions
+
+    def policy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """Deterministic env-ready actions for a batch of raw observations, in TensorFlow ops only (what
+        :meth:`export` writes): observation normalisation, the policy's mode, action scaling."""
+        return self.env_actions_graph(self.greedy_graph(self.normalized_graph(observations)))
+
+    def normalized_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """:meth:`normalized` in graph ops, with the statistics of now as constants."""
+        stats = self.observation_stats
+        if stats is None:
+            return observations
+        scaled = (tf.cast(observations, tf.float32) - stats.mean.astype(np.float32)) / np.sqrt(
+            stats.var + 1e-8).astype(np.float32)
+        return tf.clip_by_value(scaled, -self.observation_clip, self.observation_clip)
+
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """The policy's deterministic actions (inside the agent: indices, or ``[-1, 1]`` / raw Box
+        actions) for normalised observations, in graph ops."""
+        raise NotImplementedError
+
+    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+        """:meth:`env_actions` in graph ops."""
+        space = self.envs.single_action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return tf.cast(actions, tf.int64) + int(space.start)
+        return actions
+
+    def export(self, path: str, format: str = 'saved_model') -> str:
+        """Write the deterministic policy as a standalone model at ``path``: raw observations in,
+        env-ready actions out, normalisation and action scaling inside (``saved_model``, ``tflite`` or
+        ``onnx``; the last two need ``pip install 'xagents[export]'``).
+
+        Returns:
+            ``path``.
+        """
+        from xagents.utils.export import export_policy
+
+        return export_policy(self.policy_graph, self.envs.single_observation_space, path, format)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """The agent's actions as the env takes them; the one place they are converted.
@@ -351,6 +557,7 @@ class BaseAgent:
         eval_episodes: int = 5,
         stop_on: str = 'train',
         callbacks: Sequence[Callback] = (),
+        total: bool = False,
     ) -> Run:
         """Train until the mean reward reaches ``target_reward`` or ``max_steps`` env steps pass.
 
@@ -363,6 +570,8 @@ class BaseAgent:
             eval_episodes: Episodes per deterministic evaluation, each in its own env.
             stop_on: Judge target_reward on the 'train' mean reward or the latest 'eval' reward.
             callbacks: More :class:`xagents.callbacks.Callback` s, after the built-in ones.
+            total: Count max_steps over all the agent's steps (earlier fits, a resumed history), not
+                only this call's (Stable-Baselines3's reset_num_timesteps=False).
 
         Returns:
             The run: its mean, best and evaluation rewards, why it stopped, and the history.
@@ -381,7 +590,7 @@ class BaseAgent:
         if self.plateau_start_steps is not None:
             built_in.append(Plateau(self.plateau_start_steps, self.plateau_reduce_factor,
                                     self.plateau_reduce_patience, self.early_stop_patience))
-        run = Run(self, [*built_in, *callbacks], target_reward, max_steps, stop_on)
+        run = Run(self, [*built_in, *callbacks], target_reward, max_steps, stop_on, total)
         self.check_outputs(tensorboard)
         run.start()
         try:
@@ -443,7 +652,7 @@ class BaseAgent:
             final_observations = next_observations.copy()
             ended = np.flatnonzero(dones)
             final_observations[ended] = np.stack(info['final_obs'][ended])
-        _, scores = self.episode_scores.update(rewards, dones, info)
+        _, scores, _ = self.episode_scores.update(rewards, dones, info)
         if len(scores):
             now = time.perf_counter()
             self.finished_episodes.extend(Episode(float(score), self.steps, now) for score in scores)
@@ -457,32 +666,18 @@ class BaseAgent:
         bootstrap = truncated & ~terminated
         if not bootstrap.any():
             return rewards
-        return rewards + self.gamma * bootstrap * self.forward(finals)[1]
+        return rewards + self.gamma * bootstrap * self.forward(self.normalized(finals))[1]
 
     def take_episodes(self) -> list[Episode]:
         """The episodes finished since the last call: what a round's collection hands its run."""
         episodes, self.finished_episodes = self.finished_episodes, []
         return episodes
 
-    def evaluate(self, episodes: int = 5, seed: int | None = None) -> float:
-        """Mean score of ``episodes`` deterministic episodes (whole games), played at once on fresh envs."""
-        settings = env_settings(self.envs)
-        if settings is None:
-            raise ValueError('evaluation needs envs made by xagents.utils.envs.create_envs')
-        envs = create_envs(n_envs=episodes, **settings)
-        try:
-            observations = envs.reset(seed=self.seed + 10_000 if seed is None and self.seed is not None else seed)[0]
-            scores, returns = EpisodeScores(envs), np.full(episodes, np.nan)
-            while np.isnan(returns).any():
-                observations, rewards, terminated, truncated, info = envs.step(
-                    self.act(observations, deterministic=True)
-                )
-                ended, ended_returns = scores.update(rewards, terminated | truncated, info)
-                first = np.isnan(returns[ended])  # an env's first finished game counts
-                returns[ended[first]] = ended_returns[first]
-        finally:
-            envs.close()
-        return float(returns.mean())
+
+    def evaluate(self, episodes: int = 10, env: str | gym.Env | gym.vector.VectorEnv | None = None,
+                 deterministic: bool = True, seed: int | None = None) -> EvaluationResult:
+        """Play ``episodes`` whole episodes; their returns and lengths (see :func:`xagents.evaluate`)."""
+        return evaluate(self, env, episodes, deterministic, seed)
 
     # ------------------------------------------------------------------------------- play
     @validated
@@ -597,7 +792,7 @@ class OnPolicy(BaseAgent):
         return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
 
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        actions, _ = self.sample_actions(self.forward(observations)[0], deterministic)
+        actions, _ = self.sample_actions(self.forward(self.normalized(observations))[0], deterministic)
         return self.env_actions(actions)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -605,11 +800,22 @@ class OnPolicy(BaseAgent):
             return self.distribution.clip(actions)
         return super().env_actions(actions)
 
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        params = tf.nest.flatten(self.models[self.model_roles[0]](observations))[0]
+        return params if isinstance(self.distribution, DiagGaussian) else tf.argmax(params, -1)
+
+    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+        if isinstance(self.distribution, DiagGaussian):
+            space = self.envs.single_action_space
+            clipped = tf.clip_by_value(actions, space.low.ravel(), space.high.ravel())
+            return tf.reshape(clipped, (-1, *space.shape))
+        return super().env_actions_graph(actions)
+
     def collect(self) -> RolloutBuffer:
         """Fill the rollout buffer with ``n_steps`` vector steps from every env."""
         rollout = self.rollout
         for t in range(self.n_steps):
-            observations = self.observations
+            observations = self.observe(self.observations)
             params, values = self.forward(observations)
             actions, log_probs = self.sample_actions(params)
             next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
@@ -635,11 +841,11 @@ class OnPolicy(BaseAgent):
         return np.clip(rewards / np.sqrt(stats.var + 1e-8), -10.0, 10.0)
 
     def running_statistics(self) -> dict[str, RunningMeanStd]:
-        return {} if self.return_stats is None else {'return': self.return_stats}
+        return {**super().running_statistics(), **({} if self.return_stats is None else {'return': self.return_stats})}
 
     def train_once(self) -> dict[str, float]:
         rollout = self.collect()
-        last_values = self.forward(self.observations)[1]
+        last_values = self.forward(self.normalized(self.observations))[1]
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, last_values,
                                   self.gamma, self.lam)
         n = self.n_steps * self.n_envs
@@ -683,6 +889,7 @@ class OffPolicy(BaseAgent):
     """
 
     metric_names: tuple[str, ...] = ()
+    observation_clip = 5.0  # Baselines' DDPG
 
     def __init__(
         self,
@@ -702,7 +909,6 @@ class OffPolicy(BaseAgent):
         priority_beta: float = 0.4,
         priority_beta_steps: int = 100_000,
         jit_compile: bool | None = None,
-        normalize_observations: bool = False,
         opt_epsilon: float = 1e-7,
         beta1: float = 0.9,
         beta2: float = 0.999,
@@ -725,9 +931,6 @@ class OffPolicy(BaseAgent):
             priority_beta_steps: Env steps over which beta reaches 1.
             jit_compile: Compile updates with XLA; default: when every cfg model is a dense MLP
                 (~5x faster for those on CPU, slower for wide or convolutional ones).
-            normalize_observations: Scale vector observations by their running mean and standard
-                deviation, clipped to [-5, 5] (Baselines' DDPG); the statistics are saved with the
-                first model's checkpoint and frozen outside training.
             opt_epsilon: Adam epsilon.
             beta1: Adam beta1.
             beta2: Adam beta2.
@@ -779,18 +982,21 @@ class OffPolicy(BaseAgent):
         check_fits(f'a replay buffer of {buffer_max_size:,} transitions', per_transition * buffer_max_size,
                    'lower --buffer-max-size')
         self.buffer = replay_buffer(buffer_max_size)
-        self.observation_stats = None
-        if normalize_observations:
-            shape = envs.single_observation_space.shape
-            if len(shape) != 1:
-                raise ValueError(f'normalize_observations expected vector observations, got shape {shape}')
-            self.observation_stats = RunningMeanStd(shape=shape)
         self.target_pairs: list[tuple[tf.keras.Model, tf.keras.Model]] = []
         self.gradient_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='gradient_updates')
         # Noise inside updates comes from a seeded generator: XLA would reseed unseeded random ops.
         self.graph_rng = (tf.random.Generator.from_non_deterministic_state() if self.seed is None
                           else tf.random.Generator.from_seed(self.seed))
         self.episode_starts = np.ones(self.n_envs, bool)
+
+    def training_state(self) -> dict:
+        return {**super().training_state(), 'gradient_updates': int(self.gradient_updates.numpy()),
+                'graph_rng': [self.graph_rng.algorithm, self.graph_rng.state.numpy().tolist()]}
+
+    def restore_training_state(self, state: dict) -> None:
+        super().restore_training_state(state)
+        self.gradient_updates.assign(state['gradient_updates'])
+        self.graph_rng.reset(tf.constant(state['graph_rng'][1], tf.int64))
 
     # ------------------------------------------------------------------- model helpers
     def build_target(self, role: str, online: tf.keras.Model) -> tf.keras.Model:
@@ -840,6 +1046,13 @@ class OffPolicy(BaseAgent):
         scaled = self.action_low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (self.action_high - self.action_low)
         return scaled.reshape((len(scaled),) + self.envs.single_action_space.shape)
 
+    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+        if self.discrete:
+            return super().env_actions_graph(actions)
+        low, high = self.action_low.astype(np.float32), self.action_high.astype(np.float32)
+        scaled = low + (tf.clip_by_value(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        return tf.reshape(scaled, (-1, *self.envs.single_action_space.shape))
+
     def explore(self, observations: np.ndarray) -> np.ndarray:
         """Training actions (agent space: indices, or ``[-1, 1]`` for Box) for a batch of observations."""
         raise NotImplementedError
@@ -847,17 +1060,6 @@ class OffPolicy(BaseAgent):
     def policy(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
         """Actions in the agent's space; ``act`` scales them for the env."""
         raise NotImplementedError
-
-    def normalized(self, observations: np.ndarray) -> np.ndarray:
-        """Observations as the models see them: scaled by the running statistics when enabled."""
-        stats = self.observation_stats
-        if stats is None:
-            return observations
-        scaled = (observations - stats.mean) / np.sqrt(stats.var + 1e-8)
-        return np.clip(scaled, -5.0, 5.0).astype(np.float32)
-
-    def running_statistics(self) -> dict[str, RunningMeanStd]:
-        return {} if self.observation_stats is None else {'observation': self.observation_stats}
 
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
         observations = self.normalized(observations)
@@ -868,13 +1070,12 @@ class OffPolicy(BaseAgent):
     # ---------------------------------------------------------------------- training
     def train_once(self) -> dict[str, float]:
         for _ in range(self.update_every // self.n_envs):
-            observations = self.observations
-            if self.observation_stats is not None:
-                self.observation_stats.update(observations)
+            observations = self.observations  # stored raw, normalised with the statistics of each update
+            seen = self.observe(observations)
             if self.steps < self.start_steps:
                 actions = self.random_actions()
             else:
-                actions = self.explore(self.normalized(observations))
+                actions = self.explore(seen)
             next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
             self.buffer.add(observations, actions, rewards, finals, terminated, truncated)
             self.observations = next_observations
@@ -947,6 +1148,12 @@ def polyak_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable]
     """``target <- (1 - tau) * target + tau * source`` for each pair; ``tau = 1`` copies."""
     for target, source in zip(targets, sources):
         target.assign(source if tau == 1 else target + tau * (source - target))
+
+
+def identity_of(agent: str, envs: gym.vector.VectorEnv) -> dict[str, str | None]:
+    """What files made by ``agent`` on ``envs`` record of their origin: agent, env id (if known), spaces."""
+    return {'agent': agent, 'env_id': (env_settings(envs) or {}).get('env_id'),
+            'observation_space': str(envs.single_observation_space), 'action_space': str(envs.single_action_space)}
 
 
 def flat_actions(space: gym.Space) -> gym.Space:

@@ -140,7 +140,7 @@ class Evaluation(Callback):
         if run.steps < self.due:
             return
         self.due += self.frequency
-        run.eval_reward = run.agent.evaluate(self.episodes)
+        run.eval_reward = run.agent.evaluate(episodes=self.episodes).mean
         run.log_metrics({'eval_reward': run.eval_reward})
         if not self.quiet:
                 logger.info('steps %d  eval reward %.2f (%d deterministic episodes)', run.steps, run.eval_reward,

@@ -36,14 +36,15 @@ class Run:
     """
 
     def __init__(self, agent: BaseAgent, callbacks: Sequence[Callback], target_reward: float | None = None,
-                 max_steps: int | None = None, stop_on: str = 'train') -> None:
+                 max_steps: int | None = None, stop_on: str = 'train', total: bool = False) -> None:
         """Check the stopping rule; nothing starts until :meth:`start`.
 
         Args:
             agent: The agent trained.
             callbacks: What listens to the run's events, in the order they hear them.
             target_reward: Stop when the judged reward reaches it.
-            max_steps: Stop once the agent has taken this many env steps (summed over envs).
+            max_steps: Stop once this run has taken this many env steps (summed over envs).
+            total: Count max_steps over the agent's whole life (earlier fits, a resumed history).
             stop_on: Judge target_reward on the 'train' mean reward or the latest 'eval' reward.
         """
         if target_reward is None and max_steps is None:
@@ -51,7 +52,7 @@ class Run:
         if stop_on not in ('train', 'eval'):
             raise ValueError(f"expected stop_on 'train' or 'eval', got {stop_on!r}")
         self.agent, self.callbacks = agent, list(callbacks)
-        self.target_reward, self.max_steps, self.stop_on = target_reward, max_steps, stop_on
+        self.target_reward, self.max_steps, self.stop_on, self.total = target_reward, max_steps, stop_on, total
         self.reward_buffer: collections.deque[float] = collections.deque(maxlen=agent.reward_buffer_size)
         self.mean_reward = self.best_reward = self.eval_reward = -np.inf
         self.games = 0
@@ -158,7 +159,7 @@ class Run:
                 reached = len(self.reward_buffer) == self.reward_buffer.maxlen and self.mean_reward >= self.target_reward
             if reached:
                 self.stop(f'Reward achieved in {self.steps} steps')
-        if self.max_steps is not None and self.steps >= self.max_steps:
+        if self.max_steps is not None and self.steps - (0 if self.total else self.start_steps) >= self.max_steps:
             self.stop(f'Maximum steps ({self.max_steps}) reached; best mean reward {format_reward(self.best_reward)}')
         if agent.lr_decay_steps is not None and self.steps >= agent.lr_decay_steps:
             self.stop(f'Learning rate decayed to 0 at {agent.lr_decay_steps} steps; '

@@ -131,7 +131,7 @@ class ACER(BaseAgent):
         return probs, (probs * q).sum(-1)
 
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        probs = self.forward(observations)[0]
+        probs = self.forward(self.normalized(observations))[0]
         return self.env_actions(probs.argmax(-1) if deterministic else self.sample_actions(probs))
 
     def sample_actions(self, probs: np.ndarray) -> np.ndarray:
@@ -148,13 +148,13 @@ class ACER(BaseAgent):
         dones = np.zeros((self.n_steps, self.n_envs), np.float32)
         policies = np.zeros((self.n_steps, self.n_envs, self.n_actions), np.float32)
         for t in range(self.n_steps):
-            observations[t] = self.observations
-            policies[t] = self.forward(self.observations)[0]
+            observations[t] = self.observe(self.observations)
+            policies[t] = self.forward(observations[t])[0]
             actions[t] = self.sample_actions(policies[t])
             self.observations, rewards[t], terminated, truncated, finals = self.step_envs(actions[t])
             dones[t] = terminated | truncated
             rewards[t] = self.bootstrapped(rewards[t], terminated, truncated, finals)
-        observations[-1] = self.observations
+        observations[-1] = self.normalized(self.observations)
         return TrajectorySegment(observations, actions, rewards, dones, policies)
 
     # ---------------------------------------------------------------------------- training

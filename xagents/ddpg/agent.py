@@ -92,6 +92,9 @@ class DDPG(OffPolicy):
     def policy(self, observations: np.ndarray, deterministic: bool = True) -> np.ndarray:
         return self.actor_forward(observations)[0]
 
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        return self.actor(observations)
+
     def explore(self, observations: np.ndarray) -> np.ndarray:
         if self.param_noise is None:
             actions = self.policy(observations)

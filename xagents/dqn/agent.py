@@ -99,6 +99,9 @@ class DQN(OffPolicy):
     def policy(self, observations: np.ndarray, deterministic: bool = True) -> np.ndarray:
         return self.q_values_np(observations).argmax(-1)
 
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        return tf.argmax(self.q_values(self.model, observations), -1)
+
     def explore(self, observations: np.ndarray) -> np.ndarray:
         greedy = self.policy(observations)
         explore = self.rng.random(len(greedy)) < self.epsilon

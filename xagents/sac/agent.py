@@ -110,6 +110,12 @@ class SAC(OffPolicy):
         std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
         return np.tanh(mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32))
 
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        outputs = self.actor(observations)
+        if self.discrete:
+            return tf.argmax(outputs, -1)
+        return tf.tanh(tf.split(outputs, 2, axis=-1)[0])
+
     def explore(self, observations: np.ndarray) -> np.ndarray:
         return self.policy(observations, deterministic=False)
 

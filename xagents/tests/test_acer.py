@@ -176,7 +176,7 @@ def test_replay_starts_after_buffer_initial_size_segments():
                           quiet=True)
     agent.fit(max_steps=20)  # two segments: on-policy updates only
     assert len(agent.buffer) == 2 and int(agent.optimizer.iterations) == 2
-    agent.fit(max_steps=30)  # the third segment starts replay: Poisson(50) more updates
+    agent.fit(max_steps=30, total=True)  # the third segment starts replay: Poisson(50) more updates
     assert len(agent.buffer) == 3 and int(agent.optimizer.iterations) > 20
 
 

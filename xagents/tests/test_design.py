@@ -14,7 +14,7 @@ from xagents.base import OnPolicy
 from xagents.registry import AGENTS
 
 PACKAGE = pathlib.Path(xagents.__file__).parent
-SHARED = [PACKAGE / name for name in ('base.py', 'run.py', 'callbacks.py')] + sorted((PACKAGE / 'utils').glob('*.py'))
+SHARED = [PACKAGE / name for name in ('base.py', 'run.py', 'callbacks.py', 'evaluation.py')] + sorted((PACKAGE / 'utils').glob('*.py'))
 
 
 def imports(path: pathlib.Path) -> set[str]:
@@ -34,7 +34,7 @@ def test_arrows_point_one_way(path):
     agent_packages = {entry.partition(':')[0].rsplit('.', 1)[0] for entry in AGENTS.values()}  # xagents.ppo...
     above = {'xagents.registry', 'xagents.cli'} | agent_packages
     if path.parent.name == 'utils':
-        above |= {'xagents.base', 'xagents.run', 'xagents.callbacks'}
+        above |= {'xagents.base', 'xagents.run', 'xagents.callbacks', 'xagents.evaluation'}
     for module in imports(path):
         assert not any(module == upper or module.startswith(upper + '.') for upper in above), module
         assert module != 'xagents', 'the package root lists the agents'

@@ -91,7 +91,7 @@ def test_one_graph_call_runs_every_gradient_step_and_moves_targets_on_schedule()
         layer.assign(layer + 1.0)
     before = [w.numpy() for w in agent.target_critic.weights]
     online = [w.numpy() for w in agent.critic.weights]
-    run = agent.fit(max_steps=300)
+    run = agent.fit(max_steps=300, total=True)
     assert agent.gradient_updates.numpy() == 3
     assert set(run.metrics) == {'critic_loss', 'actor_loss', 'q'}
     for target, start, source in zip(agent.target_critic.weights, before, online):
@@ -513,7 +513,7 @@ def test_no_update_before_update_after_steps():
                          gradient_steps=5, update_after=300, quiet=True)
     agent.fit(max_steps=250)  # the buffer is full enough from step 64, but updates wait for step 300
     assert agent.steps == 250 and int(agent.gradient_updates) == 0
-    agent.fit(max_steps=300)
+    agent.fit(max_steps=300, total=True)
     assert int(agent.gradient_updates) == 5
 
 

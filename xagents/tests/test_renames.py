@@ -26,8 +26,7 @@ def test_an_old_parameter_name_sets_the_new_one_with_a_notice(caplog, agent_clas
 
 def test_the_constructor_itself_takes_old_names():
     import gymnasium as gym
-    envs = gym.make_vec('CartPole-v1', num_envs=2)
-    assert PPO(envs, clip_norm=0.25, quiet=True).clip_range == 0.25
+    assert PPO(gym.make('CartPole-v1'), clip_norm=0.25, quiet=True).clip_range == 0.25
 
 
 def test_a_current_name_is_never_renamed():

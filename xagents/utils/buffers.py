@@ -5,6 +5,7 @@ batches into tensors at the graph boundary.
 """
 from __future__ import annotations
 
+import json
 import logging
 from typing import NamedTuple
 
@@ -763,3 +764,45 @@ class SegmentBuffer:
         frames = self.observations[segments[:, None, None], positions, envs[:, None, None]]  # (N, T + 1, K, *frame)
         stacks = np.moveaxis(frames, 2, 2 + self.stack_axis)
         return np.ascontiguousarray(np.swapaxes(stacks, 0, 1))
+
+
+def buffer_state(buffer) -> dict[str, np.ndarray]:
+    """Everything a replay buffer holds and counts, as named arrays (what ``agent.save(include_buffer=True)``
+    writes): its arrays and counters, those of its storage and sum tree, and its sampler's state."""
+    state = {'rng': np.asarray(json.dumps(buffer.rng.bit_generator.state))}
+    for prefix, owner in _stateful_parts(buffer).items():
+        for name, value in vars(owner).items():
+            if isinstance(value, (np.ndarray, int, float, np.integer, np.floating)):
+                state[f'{prefix}/{name}'] = np.asarray(value)
+    return state
+
+
+def restore_buffer_state(buffer, state: dict[str, np.ndarray]) -> None:
+    """Take back what :func:`buffer_state` gave, into a buffer built with the same settings.
+
+    Raises:
+        ValueError: the saved arrays do not fit this buffer (another capacity, env count or space).
+    """
+    parts = _stateful_parts(buffer)
+    fields = {key: (parts[key.partition('/')[0]], key.partition('/')[2], value)
+              for key, value in state.items() if key != 'rng'}
+    for owner, name, value in fields.values():  # check everything before changing anything
+        current = getattr(owner, name)
+        if isinstance(current, np.ndarray) and (current.shape != value.shape or current.dtype != value.dtype):
+            raise ValueError(f'the saved replay buffer does not fit this one: {name} is {value.shape} '
+                             f'{value.dtype}, expected {current.shape} {current.dtype}')
+    for owner, name, value in fields.values():
+        current = getattr(owner, name)
+        if isinstance(current, np.ndarray):
+            current[...] = value
+        else:
+            setattr(owner, name, type(current)(value))
+    buffer.rng.bit_generator.state = json.loads(str(state['rng']))
+
+
+def _stateful_parts(buffer) -> dict[str, object]:
+    """The buffer and the objects of this module it holds (frame or observation store, sum tree)."""
+    parts = {'buffer': buffer}
+    parts.update({name: value for name, value in vars(buffer).items()
+                  if type(value).__module__ == __name__ and hasattr(value, '__dict__')})
+    return parts

@@ -7,6 +7,7 @@ style ``Args:`` section becomes ``--n-steps N`` with that help and default. Bool
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import difflib
 import inspect
@@ -25,7 +26,7 @@ class Flag:
     """One command-line flag derived from a parameter."""
 
     name: str
-    kind: str  # 'int', 'float', 'bool', 'str', 'list'
+    kind: str  # 'int', 'float', 'bool', 'str', 'list', 'dict'
     default: Any
     help: str
 
@@ -42,6 +43,8 @@ class Flag:
             group.add_argument(self.option, action=argparse.BooleanOptionalAction, **options)
         elif self.kind == 'list':
             group.add_argument(self.option, nargs='+', metavar='PATH', **options)
+        elif self.kind == 'dict':
+            group.add_argument(self.option, nargs='+', metavar='KEY=VALUE', type=key_value, **options)
         else:
             cast = {'int': int, 'float': float, 'str': str}[self.kind]
             metavar = {'int': 'N', 'float': 'X', 'str': 'S'}[self.kind]
@@ -63,6 +66,17 @@ def _checked(cast: Callable[[str], Any], check: Callable[[Any], Any]) -> Callabl
     return convert
 
 
+def key_value(word: str) -> tuple[str, Any]:
+    """``key=value`` as a pair, the value read as a Python literal (``3``, ``True``, ``0.5``) or kept a string."""
+    key, equals, text = word.partition('=')
+    if not equals or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f'expected KEY=VALUE, got {word!r}')
+    try:
+        return key, ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return key, text
+
+
 def _show(value: Any) -> str:
     return ' '.join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
@@ -71,6 +85,8 @@ def _kind(annotation: Any) -> str:
     text = annotation if isinstance(annotation, str) else getattr(annotation, '__name__', str(annotation))
     if 'Sequence' in text or 'list' in text:
         return 'list'
+    if 'dict' in text:
+        return 'dict'
     for kind in ('bool', 'int', 'float'):
         if re.search(rf'\b{kind}\b', text):
             return kind

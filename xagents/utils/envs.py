@@ -13,6 +13,7 @@ per lost life).
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import tracemalloc
 from typing import Callable
@@ -24,7 +25,7 @@ from xagents.utils.memory import check_fits
 from xagents.utils.validation import validated
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
-NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0))
+NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
 
 
 def _register_atari() -> None:
@@ -35,7 +36,16 @@ def _register_atari() -> None:
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
-    """Return the registered spec of ``env_id`` or raise a ValueError a user can act on."""
+    """Return the registered spec of ``env_id`` or raise a ValueError a user can act on.
+
+    ``module:EnvName-v0`` imports ``module`` first (which registers a user's own env), as ``gym.make`` does.
+    """
+    if ':' in env_id:
+        module, _, env_id = env_id.partition(':')
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(f'cannot import {module!r} to make {env_id!r}: {error}') from None
     if 'ALE/' in env_id or 'NoFrameskip' in env_id or env_id not in gym.registry:
         _register_atari()
     if env_id not in gym.registry:
@@ -141,6 +151,7 @@ def make_env(
     frame_stack: int = 4,
     render_mode: str | None = None,
     raw_wrapper: Callable[[gym.Env], gym.Env] | None = None,
+    env_kwargs: dict | None = None,
 ) -> gym.Env:
     """Make one environment, with Atari preprocessing when asked (by default for ALE ids).
 
@@ -150,7 +161,8 @@ def make_env(
     clipped to their sign, ``frame_stack`` frames stacked channels-last, uint8. The last three
     (before stacking) default to on with preprocessing and can each be turned off.
 
-    ``raw_wrapper`` wraps the raw env below everything else (``play`` records whole games there).
+    ``raw_wrapper`` wraps the raw env below everything else (``play`` records whole games there);
+    ``env_kwargs`` go to ``gym.make``.
     """
     env_spec(env_id)
     preprocess = is_atari(env_id) if preprocess is None else preprocess
@@ -159,7 +171,10 @@ def make_env(
         # Frame skipping belongs to the wrapper (which max-pools); with max_frame off the emulator
         # skips frames itself and returns the last one, as ALE v5 ids do.
         kwargs['frameskip'] = 1 if max_frame else 4
-    env = gym.make(env_id, **kwargs)
+    try:
+        env = gym.make(env_id, **kwargs, **(env_kwargs or {}))
+    except TypeError as error:  # an argument the env does not take
+        raise ValueError(f'{env_id} does not take env_kwargs {env_kwargs}: {error}') from None
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change
@@ -193,6 +208,7 @@ def create_envs(
     terminal_on_life_loss: bool | None = None,
     fire_reset: bool | None = None,
     async_envs: bool = False,
+    env_kwargs: dict | None = None,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of ``env_id`` as one Gymnasium vector env.
 
@@ -208,11 +224,12 @@ def create_envs(
             reported episodes stay whole games.
         fire_reset: With preprocessing, press FIRE after each reset in games that need it (default: on).
         async_envs: Step the envs in subprocesses (worth it for heavy envs such as Atari).
+        env_kwargs: Keyword arguments of ``gym.make`` (e.g. ``continuous=True``), given as key=value.
     """
     env_spec(env_id)
     settings = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame,
                 'clip_rewards': clip_rewards, 'terminal_on_life_loss': terminal_on_life_loss,
-                'fire_reset': fire_reset}
+                'fire_reset': fire_reset, 'env_kwargs': dict(env_kwargs) if env_kwargs else None}
     make = functools.partial(make_env, **settings)
     if n_envs > 64:  # what one env allocates (its modules already loaded), times n_envs, before making them all
         make().close()
@@ -231,6 +248,27 @@ def create_envs(
 
 
 ENV_PARAMETERS = tuple(name for name in inspect.signature(create_envs).parameters if name not in ('env_id', 'seed'))
+
+
+def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
+    """A user's env as agents take it: a ``gym.Env`` becomes a one-env vector env; a vector env must
+    reset its episodes in the step that ends them (Gymnasium's ``SAME_STEP``), or the learner would
+    pair an episode's last observation with the next one's first."""
+    if isinstance(env, gym.vector.VectorEnv):
+        mode = env.metadata.get('autoreset_mode')
+        if mode is not None and mode != AUTORESET_MODE:
+            raise ValueError(
+                f'expected a vector env with autoreset_mode SAME_STEP, got {getattr(mode, "name", mode)}: make it '
+                "with gym.make_vec(..., vectorization_mode='sync', vector_kwargs={'autoreset_mode': "
+                "gym.vector.AutoresetMode.SAME_STEP}), "
+                'or pass an env id or a gym.Env'
+            )
+        return env
+    if isinstance(env, gym.Env):
+        if isinstance(env.observation_space, gym.spaces.Discrete):
+            env = one_hot_observations(env)
+        return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AUTORESET_MODE)
+    raise ValueError(f'expected a gymnasium Env or VectorEnv, got {type(env).__name__}')
 
 
 def env_settings(envs: gym.vector.VectorEnv) -> dict | None:
@@ -260,19 +298,22 @@ class EpisodeScores:
     def __init__(self, envs: gym.vector.VectorEnv) -> None:
         self.recorded = env_settings(envs) is not None
         self.returns = np.zeros(envs.num_envs)
+        self.lengths = np.zeros(envs.num_envs, np.int64)
 
-    def update(self, rewards: np.ndarray, dones: np.ndarray, info: dict) -> tuple[np.ndarray, np.ndarray]:
-        """Take one vector step's results; return ``(envs, returns)`` of the episodes it finished."""
+    def update(self, rewards: np.ndarray, dones: np.ndarray, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Take one vector step's results; return ``(envs, returns, lengths)`` of the episodes it finished."""
         if self.recorded:
             if not dones.any() or 'episode' not in info.get('final_info', {}):
                 return NO_EPISODES
             final = info['final_info']
             ended = np.flatnonzero(final['_episode'] & dones)
-            return ended, np.asarray(final['episode']['r'], np.float64)[ended]
+            return (ended, np.asarray(final['episode']['r'], np.float64)[ended],
+                    np.asarray(final['episode']['l'], np.int64)[ended])
         self.returns += rewards
+        self.lengths += 1
         if not dones.any():
             return NO_EPISODES
         ended = np.flatnonzero(dones)
-        returns = self.returns[ended]
-        self.returns[ended] = 0
-        return ended, returns
+        returns, lengths = self.returns[ended], self.lengths[ended]
+        self.returns[ended], self.lengths[ended] = 0, 0
+        return ended, returns, lengths

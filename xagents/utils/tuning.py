@@ -738,7 +738,7 @@ def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, An
             step = trial_steps * report // n_reports
             try:
                 if run is None or instance.steps < step:
-                    run = instance.fit(max_steps=step)
+                    run = instance.fit(max_steps=step, total=True)
             except Exception as error:  # NaN weights surface as errors (e.g. NaN probabilities)
                 if _weights_finite(instance):
                     raise
@@ -746,7 +746,7 @@ def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, An
             bad = [name for name, value in run.metrics.items() if not np.isfinite(float(value))]
             if bad or not _weights_finite(instance):
                 raise Diverged(f'non-finite {", ".join(bad) or "weights"} after {instance.steps} steps')
-            value = instance.evaluate(eval_episodes) if eval_episodes else run.mean_reward
+            value = instance.evaluate(episodes=eval_episodes).mean if eval_episodes else run.mean_reward
             if np.isfinite(value):
                 yield step, float(value)
     finally:

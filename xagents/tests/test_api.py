@@ -1,0 +1,197 @@
+"""The Python API a Stable-Baselines3 user reaches for: predict, save/load, evaluate, any env, fit's step count."""
+from __future__ import annotations
+
+import json
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import xagents
+from xagents import A2C, DQN, PPO, SAC
+from xagents.utils.envs import AUTORESET_MODE
+
+
+def cartpole_observations(n: int = 100) -> np.ndarray:
+    """``n`` observations from a real CartPole-v1 played with random actions."""
+    env, found = gym.make('CartPole-v1'), []
+    observation, _ = env.reset(seed=1)
+    env.action_space.seed(1)
+    while len(found) < n:
+        found.append(observation)
+        observation, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            observation, _ = env.reset()
+    return np.stack(found)
+
+
+@pytest.fixture(scope='module')
+def trained_ppo():
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True, normalize_observations=True)
+    agent.fit(max_steps=4096)
+    return agent
+
+
+def test_predict_takes_one_observation_or_a_batch_and_matches_greedy_actions(trained_ppo):
+    observations = cartpole_observations()
+    batch = trained_ppo.predict(observations)
+    assert batch.shape == (100,) and set(np.unique(batch)) <= {0, 1}
+    assert [int(trained_ppo.predict(o)) for o in observations[:10]] == list(batch[:10])
+    # The oracle: the policy's argmax on observations normalised by hand with the statistics.
+    stats = trained_ppo.observation_stats
+    normalised = np.clip((observations - stats.mean) / np.sqrt(stats.var + 1e-8), -10, 10).astype(np.float32)
+    logits = trained_ppo.model(normalised)[0].numpy()
+    np.testing.assert_array_equal(batch, logits.argmax(-1))
+
+
+def test_predict_scales_box_actions_to_the_env_bounds():
+    agent = SAC.from_env('Pendulum-v1', seed=0, quiet=True)
+    observations = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
+    actions = agent.predict(observations)
+    mean = np.split(agent.actor(observations).numpy(), 2, -1)[0]
+    np.testing.assert_allclose(actions, 2.0 * np.tanh(mean), rtol=1e-5, atol=1e-6)  # Pendulum: [-2, 2]
+    assert actions.shape == (50, 1) and agent.predict(observations[0]).shape == (1,)
+
+
+def test_predict_refuses_a_wrong_shape(trained_ppo):
+    with pytest.raises(ValueError, match=r'expected an observation shaped \(4,\) or a batch shaped \(n, 4\), got shape \(3,\)'):
+        trained_ppo.predict(np.zeros(3))
+
+
+def test_save_and_load_rebuild_the_agent_from_the_directory_alone(trained_ppo, workdir):
+    trained_ppo.save('saved')
+    manifest = json.load(open('saved/agent.json'))
+    assert manifest['agent'] == 'PPO' and manifest['env']['env_id'] == 'CartPole-v1' and manifest['steps'] == 4096
+    loaded = PPO.load('saved')
+    observations = cartpole_observations()
+    np.testing.assert_array_equal(loaded.predict(observations), trained_ppo.predict(observations))
+    assert loaded.steps == 4096 and loaded.n_envs == trained_ppo.n_envs
+    np.testing.assert_array_equal(loaded.observation_stats.mean, trained_ppo.observation_stats.mean)
+    for mine, theirs in zip(loaded.optimizer.variables, trained_ppo.optimizer.variables):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    assert loaded.hyperparameters == {k: v for k, v in trained_ppo.hyperparameters.items()}
+    assert loaded.rng.bit_generator.state == trained_ppo.rng.bit_generator.state
+
+
+@pytest.mark.parametrize('agent_class, env_id, settings', [
+    (DQN, 'CartPole-v1', {'prioritized': True, 'return_steps': 3, 'target_update_interval': 2}),
+    (SAC, 'Pendulum-v1', {}),
+])
+def test_a_loaded_agent_with_its_buffer_makes_the_same_next_update(workdir, agent_class, env_id, settings):
+    """With include_buffer the loaded agent's next update equals the uninterrupted agent's, exactly."""
+    agent = agent_class.from_env(env_id, seed=0, quiet=True, buffer_initial_size=300, buffer_batch_size=32,
+                                 gradient_steps=3, **settings)
+    agent.fit(max_steps=400)
+    agent.save('saved', include_buffer=True)
+    loaded = agent_class.load('saved')
+    assert loaded.buffer.steps == agent.buffer.steps >= 400
+    expected, got = agent.update(), loaded.update()
+    assert {k: float(v) for k, v in got.items()} == {k: float(v) for k, v in expected.items()}
+    for role in agent.model_roles:
+        for mine, theirs in zip(loaded.models[role].weights, agent.models[role].weights):
+            np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    agent.save('no-buffer')
+    assert agent_class.load('no-buffer').buffer.steps == 0  # the default save leaves the buffer out
+
+
+def test_saving_again_replaces_the_previous_files_and_keeps_one_set(trained_ppo, workdir):
+    trained_ppo.save('saved')
+    trained_ppo.save('saved')
+    assert sorted(os.listdir('saved')) == ['agent.json', json.load(open('saved/agent.json'))['files']['model']]
+
+
+def test_load_refuses_another_agent_env_or_a_newer_format(trained_ppo, workdir):
+    trained_ppo.save('saved')
+    with pytest.raises(ValueError, match='saved holds a saved PPO, not a A2C: load it with PPO.load'):
+        A2C.load('saved')
+    with pytest.raises(ValueError, match='saved comes from a run with env CartPole-v1, this one has Acrobot-v1'):
+        PPO.load('saved', env='Acrobot-v1')
+    manifest = json.load(open('saved/agent.json'))
+    manifest['format_version'] = 99
+    with open('saved/agent.json', 'w') as file:
+        json.dump(manifest, file)
+    with pytest.raises(ValueError, match='saved in format 99 by a newer xagents; this one reads up to 1'):
+        PPO.load('saved')
+    with pytest.raises(FileNotFoundError, match='no saved agent in nowhere'):
+        PPO.load('nowhere')
+
+
+def test_load_on_a_users_env_of_the_same_spaces(trained_ppo, workdir):
+    trained_ppo.save('saved')
+    loaded = PPO.load('saved', env=gym.make('CartPole-v1'))
+    assert loaded.n_envs == 1
+    observations = cartpole_observations()
+    np.testing.assert_array_equal(loaded.predict(observations), trained_ppo.predict(observations))
+
+
+def test_a_saved_directory_is_accepted_by_weights_on_the_command_line(trained_ppo, workdir, xagents_cli):
+    trained_ppo.save('saved')
+    status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved', '--max-steps', '30')
+    assert status == 0 and 'Episode reward' in out, err
+    status, _, err = xagents_cli('play', 'a2c', '--env', 'CartPole-v1', '--weights', 'saved')
+    assert status == 2 and err.strip().endswith('comes from a run with agent PPO, this one has A2C'), err
+
+
+def test_evaluate_returns_per_episode_returns_and_lengths(trained_ppo):
+    result = xagents.evaluate(trained_ppo, 'CartPole-v1', episodes=4, seed=5)
+    assert result.returns.shape == result.lengths.shape == (4,)
+    np.testing.assert_array_equal(result.returns, result.lengths)  # CartPole: +1 per step
+    again = trained_ppo.evaluate(4, 'CartPole-v1', seed=5)
+    np.testing.assert_array_equal(result.returns, again.returns)
+    assert str(result).startswith(f'{result.mean:.2f} ± {result.std:.2f} over 4 episodes')
+
+
+def test_evaluate_on_a_vector_env_of_fewer_envs_plays_every_episode_asked(trained_ppo):
+    envs = gym.make_vec('CartPole-v1', num_envs=3, vectorization_mode='sync', vector_kwargs={'autoreset_mode': AUTORESET_MODE})
+    result = xagents.evaluate(trained_ppo, envs, episodes=7, seed=0)
+    assert len(result.returns) == 7 and (result.lengths >= 8).all()
+    envs.close()
+
+
+def test_agents_take_a_gym_env_or_a_same_step_vector_env():
+    agent = PPO(gym.make('CartPole-v1'), quiet=True, n_steps=64, seed=0)
+    run = agent.fit(max_steps=640)
+    assert agent.n_envs == 1 and agent.steps == 640 and run.games > 0
+    envs = gym.make_vec('CartPole-v1', num_envs=2, vectorization_mode='sync', vector_kwargs={'autoreset_mode': AUTORESET_MODE})
+    assert DQN(envs, quiet=True, buffer_initial_size=64, buffer_batch_size=32).fit(max_steps=200).games > 0
+
+
+def test_a_vector_env_that_resets_on_the_next_step_is_refused():
+    with pytest.raises(ValueError, match='expected a vector env with autoreset_mode SAME_STEP, got NEXT_STEP'):
+        PPO(gym.make_vec('CartPole-v1', num_envs=2), quiet=True)
+
+
+def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli):
+    """``module:Env-v0`` imports the module that registers the env; --env-kwargs reach gym.make."""
+    with open('my_envs.py', 'w') as file:
+        file.write('import gymnasium as gym\n'
+                   "gym.register('ShortCartPole-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv', "
+                   'max_episode_steps=10)\n')
+    import sys
+    sys.path.insert(0, str(workdir))
+    try:
+        agent = PPO.from_env('my_envs:ShortCartPole-v0', quiet=True, n_steps=16, seed=0)
+        run = agent.fit(max_steps=1280)
+        assert 0 < run.best_reward <= 10  # episodes cut at 10 steps
+        status, out, err = xagents_cli('train', 'ppo', '--env', 'LunarLander-v3', '--env-kwargs', 'continuous=True',
+                                       'gravity=-9.0', '--max-steps', '64', '--n-steps', '16', '--n-envs', '2')
+        assert status == 0, err
+        continuous = PPO.from_env('LunarLander-v3', env_kwargs={'continuous': True}, quiet=True, n_envs=1)
+        assert isinstance(continuous.envs.single_action_space, gym.spaces.Box)
+        status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--env-kwargs', 'wings=2', '--max-steps', '64')
+        assert status == 2 and 'CartPole-v1 does not take env_kwargs' in err
+        status, _, err = xagents_cli('train', 'ppo', '--env', 'no_such_module:Thing-v0', '--max-steps', '64')
+        assert status == 2 and "cannot import 'no_such_module'" in err
+    finally:
+        sys.path.remove(str(workdir))
+
+
+def test_fit_max_steps_counts_this_call_unless_total():
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True, n_envs=2, n_steps=64)
+    agent.fit(max_steps=512)
+    assert agent.steps == 512
+    agent.fit(max_steps=256)
+    assert agent.steps == 768
+    agent.fit(max_steps=1024, total=True)
+    assert agent.steps == 1024

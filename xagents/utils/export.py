@@ -1,0 +1,259 @@
+"""Export a deterministic policy to a SavedModel, a TFLite flatbuffer or an ONNX file, and load it back.
+
+A policy is a function from a batch of raw observations to a batch of env-ready actions; it may close
+over tf.Variables and Keras models. Every export takes observations of the env's dtype with a dynamic
+batch dimension (named ``observations``) and gives actions (named ``actions``): int64 for integer
+actions, float32 for real ones. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
+interpreter is resized to each new batch size by :func:`load_exported`.
+
+Outputs are written beside ``path`` under a temporary name and renamed into place, so a killed export
+leaves either nothing at ``path`` or a whole export (and perhaps a hidden ``.NAME.XXXXXXXX`` sibling).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+import shutil
+import tempfile
+from types import ModuleType
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from xagents.utils.atomic import atomic_write
+
+FORMATS = ('saved_model', 'tflite', 'onnx')
+ONNX_OPSET = 17
+INPUT_NAME = 'observations'
+OUTPUT_NAME = 'actions'
+SIGNATURE_KEY = 'serving_default'
+INSTALL_HINT = "pip install 'xagents[export]'"
+
+logger = logging.getLogger(__name__)
+
+
+def _require(module: str, purpose: str) -> ModuleType:
+    """Import ``module`` or raise a one-line ImportError that names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f'{purpose} needs the {module} package: {INSTALL_HINT}') from None
+
+
+def _check_format(format: str) -> None:
+    """Refuse a format that is not one of FORMATS, naming those that are."""
+    if format not in FORMATS:
+        raise ValueError(f'unknown export format {format!r}: use one of {", ".join(FORMATS)}')
+
+
+def _check_destination(path: str) -> None:
+    """Refuse to export over anything: the user removes it or picks another path."""
+    if os.path.lexists(path):
+        raise ValueError(f'{path} already exists: remove it or choose another path to export to')
+
+
+def _input_spec(observation_space: gym.spaces.Space) -> tf.TensorSpec:
+    """The exported input: the space's dtype and shape behind a dynamic batch dimension."""
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise TypeError(f'only Box observation spaces can be exported, not {type(observation_space).__name__}')
+    return tf.TensorSpec([None, *observation_space.shape], tf.as_dtype(observation_space.dtype), name=INPUT_NAME)
+
+
+def _action_dtype(actions: tf.Tensor) -> tf.Tensor:
+    """Give integer actions as int64 and real ones as float32, whatever the policy computed them in."""
+    if actions.dtype.is_integer:
+        return tf.cast(actions, tf.int64)
+    if actions.dtype.is_floating:
+        return tf.cast(actions, tf.float32)
+    raise ValueError(f'a policy must return integer or floating actions, not {actions.dtype.name}')
+
+
+def _policy_module(policy: Callable[[tf.Tensor], tf.Tensor], spec: tf.TensorSpec) -> tf.Module:
+    """Trace ``policy`` once on ``spec`` into a module that also owns the variables it reads.
+
+    SavedModel and TFLite refuse functions that read variables no saved object tracks.
+    """
+
+    def act(observations: tf.Tensor) -> tf.Tensor:
+        return tf.identity(_action_dtype(tf.convert_to_tensor(policy(observations))), name=OUTPUT_NAME)
+
+    module = tf.Module()
+    module.act = tf.function(act, input_signature=[spec])
+    module.policy_variables = list(module.act.get_concrete_function().variables)
+    module.serve = tf.function(lambda observations: {OUTPUT_NAME: module.act(observations)}, input_signature=[spec])
+    return module
+
+
+def _save_model(module: tf.Module, directory: str) -> None:
+    """Write a SavedModel whose ``serving_default`` signature maps observations to actions."""
+    tf.saved_model.save(module, directory, signatures={SIGNATURE_KEY: module.serve.get_concrete_function()})
+
+
+def _tflite_bytes(module: tf.Module) -> bytes:
+    """Convert with TFLite's builtin ops only, so the plain LiteRT interpreter runs the result."""
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.act.get_concrete_function()], module)
+    return converter.convert()
+
+
+def _frozen(concrete: tf.types.experimental.ConcreteFunction) -> tf.types.experimental.ConcreteFunction:
+    """Inline captured variables and tensors as constants, leaving the observations the only input.
+
+    tf2onnx's from_function would otherwise make each captured tensor (a tf.constant the policy closes
+    over) a required ONNX input.
+    """
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    return convert_variables_to_constants_v2(concrete)
+
+
+def _onnx_bytes(concrete: tf.types.experimental.ConcreteFunction) -> bytes:
+    """Convert the frozen graph with tf2onnx, naming its input ``observations`` and output ``actions``."""
+    tf2onnx = _require('tf2onnx', 'exporting to onnx')
+    with _quiet_tensorflow():  # tf2onnx's TF1 helpers announce their deprecation on every call
+        return _converted(tf2onnx, _frozen(concrete))
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow():
+    """Silence TensorFlow's own warnings for a while."""
+    tf_logger = tf.get_logger()
+    level = tf_logger.level
+    tf_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        tf_logger.setLevel(level)
+
+
+def _converted(tf2onnx: ModuleType, frozen: tf.types.experimental.ConcreteFunction) -> bytes:
+    """The ONNX bytes of a frozen graph."""
+    (source,), (target,) = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
+    model, _ = tf2onnx.convert.from_graph_def(
+        frozen.graph.as_graph_def(),
+        name='policy',
+        input_names=[source],
+        output_names=[target],
+        opset=ONNX_OPSET,
+        tensors_to_rename={source: INPUT_NAME, target: OUTPUT_NAME},
+    )
+    for value in [*model.graph.input, *model.graph.output]:
+        value.type.tensor_type.shape.dim[0].dim_param = 'batch'  # tf2onnx leaves it as unk__N
+    return model.SerializeToString()
+
+
+def _write_file(path: str, content: bytes) -> None:
+    """Write ``content`` to a temporary sibling, fsync it and rename it to ``path``."""
+    with atomic_write(path) as file:
+        file.write(content)
+
+
+def _fsync_tree(directory: str) -> None:
+    """Flush every file and folder under ``directory`` to disk, so the rename publishes whole files."""
+    for folder, _, names in os.walk(directory, topdown=False):
+        for name in names:
+            with open(os.path.join(folder, name), 'rb') as file:
+                os.fsync(file.fileno())
+        descriptor = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def _write_directory(path: str, write: Callable[[str], None]) -> None:
+    """Let ``write`` fill a temporary sibling directory, then rename it to ``path``."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    temporary = tempfile.mkdtemp(prefix=f'.{os.path.basename(os.path.normpath(path))}.', dir=parent)
+    try:
+        write(temporary)
+        _fsync_tree(temporary)
+        _check_destination(path)
+        os.rename(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(temporary)
+        raise
+
+
+def export_policy(
+    policy: Callable[[tf.Tensor], tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str
+) -> str:
+    """Write ``policy`` as a standalone export at ``path`` in ``format``; return the path written.
+
+    Raises:
+        ValueError: ``format`` is not one of FORMATS, or ``path`` exists.
+        TypeError: ``observation_space`` is not a Box.
+        ImportError: the converter that ``format`` needs is not installed.
+    """
+    _check_format(format)
+    _check_destination(path)
+    spec = _input_spec(observation_space)
+    if format == 'onnx':
+        _require('tf2onnx', 'exporting to onnx')
+    module = _policy_module(policy, spec)
+    if format == 'saved_model':
+        _write_directory(path, lambda directory: _save_model(module, directory))
+    elif format == 'tflite':
+        _write_file(path, _tflite_bytes(module))
+    else:
+        _write_file(path, _onnx_bytes(module.act.get_concrete_function()))
+    logger.info('exported the policy to %s (%s)', path, format)
+    return path
+
+
+def _load_saved_model(path: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Run the SavedModel's ``serving_default`` signature with TensorFlow."""
+    loaded = tf.saved_model.load(path)
+    signature = loaded.signatures[SIGNATURE_KEY]
+
+    def act(observations: np.ndarray) -> np.ndarray:
+        _ = loaded  # the signature reads variables that live as long as the loaded object
+        return signature(**{INPUT_NAME: tf.convert_to_tensor(observations)})[OUTPUT_NAME].numpy()
+
+    return act
+
+
+def _load_tflite(path: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Run the flatbuffer with the LiteRT interpreter, resizing its input whenever the batch size changes."""
+    litert = _require('ai_edge_litert.interpreter', 'running a tflite export')
+    interpreter = litert.Interpreter(model_path=path)
+    interpreter.allocate_tensors()
+    source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    allocated = [tuple(source['shape'])]
+
+    def act(observations: np.ndarray) -> np.ndarray:
+        observations = np.asarray(observations)
+        if observations.shape != allocated[0]:
+            interpreter.resize_tensor_input(source['index'], observations.shape)
+            interpreter.allocate_tensors()
+            allocated[0] = observations.shape
+        interpreter.set_tensor(source['index'], observations)
+        interpreter.invoke()
+        return interpreter.get_tensor(target['index']).copy()
+
+    return act
+
+
+def _load_onnx(path: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Run the ONNX file with onnxruntime on the CPU."""
+    onnxruntime = _require('onnxruntime', 'running an onnx export')
+    session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
+
+    def act(observations: np.ndarray) -> np.ndarray:
+        return session.run([OUTPUT_NAME], {INPUT_NAME: np.asarray(observations)})[0]
+
+    return act
+
+
+def load_exported(path: str, format: str) -> Callable[[np.ndarray], np.ndarray]:
+    """Load an export with its own runtime and return a NumPy function from a batch to its actions."""
+    _check_format(format)
+    if not os.path.exists(path):
+        raise ValueError(f'no {format} export at {path}: export the policy there first')
+    loaders = {'saved_model': _load_saved_model, 'tflite': _load_tflite, 'onnx': _load_onnx}
+    return loaders[format](path)
