@@ -31,7 +31,7 @@ def throughput(agent_class, env_id: str, steps: int, seed: int = 0) -> tuple[flo
         agent.fit(max_steps=agent.buffer_initial_size + 2 * agent.update_every)
         start_steps, start_updates = agent.steps, int(agent.gradient_updates.numpy())
         start = time.perf_counter()
-        agent.fit(max_steps=agent.steps + steps)
+        agent.fit(max_steps=steps)
         elapsed = time.perf_counter() - start
         env_steps = agent.steps - start_steps
         return env_steps / elapsed, (int(agent.gradient_updates.numpy()) - start_updates) / env_steps

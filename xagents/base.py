@@ -23,7 +23,8 @@ from gymnasium.wrappers.utils import RunningMeanStd
 from xagents.utils.atomic import atomic_write
 from xagents.utils.buffers import (PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, buffer_state,
                                    restore_buffer_state)
-from xagents.callbacks import Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, TensorBoard, Wandb
+from xagents.callbacks import (Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, Saves,
+                               TensorBoard, Wandb)
 from xagents.evaluation import EvaluationResult, evaluate
 from xagents.run import Episode, Run
 from xagents.utils.atomic import check_writable, remove_stale_temporaries
@@ -309,6 +310,10 @@ class BaseAgent:
         """Take back what :meth:`checkpoint_extras` saved for ``role``."""
         if role != self.model_roles[0]:
             return
+        flags = {'observation': 'normalize_observations', 'return': 'normalize_rewards'}
+        for name in sorted({key.rsplit('_', 1)[0] for key in extras} - set(self.running_statistics())):
+            raise ValueError(f'the {role} weights were trained with {name} normalisation: build the agent with '
+                             f'{flags.get(name, name)} (--{flags.get(name, name).replace("_", "-")})')
         for name, stats in self.running_statistics().items():
             if f'{name}_mean' not in extras:
                 raise ValueError(f'expected {name} statistics in the {role} weights file (saved by a run that '
@@ -370,7 +375,7 @@ class BaseAgent:
             files['buffer'] = f'buffer-{tag}.npz'
             self.save_buffer(os.path.join(path, files['buffer']))
         hyperparameters, unsaved = json_values({name: value for name, value in self.hyperparameters.items()
-                                                if name not in ('checkpoints', 'history_checkpoint')})
+                                                if name not in ('checkpoints', 'history_checkpoint', 'quiet')})
         settings = env_settings(self.envs)
         write_manifest(path, {
             'agent': type(self).__name__, 'identity': self.identity(), 'steps': self.steps, 'files': files,
@@ -398,18 +403,19 @@ class BaseAgent:
         """
         manifest = read_manifest(path)
         if manifest['agent'] != cls.__name__:
-            raise ValueError(f'{path} holds a saved {manifest["agent"]}, not a {cls.__name__}: load it with '
+            raise ValueError(f'{path} holds a saved {manifest["agent"]}, not {cls.__name__}: load it with '
                              f'{manifest["agent"]}.load')
         missing = [name for name in manifest['unsaved'] if name not in overrides]
         if missing:
             raise ValueError(f'{path} could not save {", ".join(missing)} (not JSON): pass it to load')
         settings = {**manifest['hyperparameters'], **overrides}
+        env_overrides = {name: settings.pop(name) for name in ENV_PARAMETERS if name in settings}
         if env is None or isinstance(env, str):
             made = dict(manifest['env'] or {})
             if not made and env is None:
                 raise ValueError(f'{path} was trained on an env not made from an id: pass the env to load')
             made['env_id'] = env or made['env_id']
-            envs = create_envs(**{**made, 'seed': settings.get('seed')})
+            envs = create_envs(**{**made, **env_overrides, 'seed': settings.get('seed')})
         else:
             envs = as_vector_env(env)
         try:
@@ -521,8 +527,11 @@ class BaseAgent:
 
     def export(self, path: str, format: str = 'saved_model') -> str:
         """Write the deterministic policy as a standalone model at ``path``: raw observations in,
-        env-ready actions out, normalisation and action scaling inside (``saved_model``, ``tflite`` or
-        ``onnx``; the last two need ``pip install 'xagents[export]'``).
+        env-ready actions out, normalisation and action scaling inside.
+
+        Args:
+            path: File (tflite, onnx) or directory (saved_model) to write; it must not exist.
+            format: saved_model, tflite or onnx (the last two need pip install 'xagents[export]').
 
         Returns:
             ``path``.
@@ -558,6 +567,10 @@ class BaseAgent:
         stop_on: str = 'train',
         callbacks: Sequence[Callback] = (),
         total: bool = False,
+        save_dir: str | None = None,
+        save_frequency: int | None = None,
+        save_keep: int = 3,
+        save_replay_buffer: bool = False,
     ) -> Run:
         """Train until the mean reward reaches ``target_reward`` or ``max_steps`` env steps pass.
 
@@ -572,12 +585,22 @@ class BaseAgent:
             callbacks: More :class:`xagents.callbacks.Callback` s, after the built-in ones.
             total: Count max_steps over all the agent's steps (earlier fits, a resumed history), not
                 only this call's (Stable-Baselines3's reset_num_timesteps=False).
+            save_dir: Save the whole agent (loadable by load, --weights) into this directory: every
+                save_frequency steps as step-N, and the best-evaluated one as best-eval.
+            save_frequency: Steps between saves into save_dir.
+            save_keep: Periodic saves kept in save_dir (the oldest go).
+            save_replay_buffer: Saves into save_dir include the replay buffer (off-policy agents, ACER),
+                so a run resumed from one learns at once.
 
         Returns:
             The run: its mean, best and evaluation rewards, why it stopped, and the history.
         """
         if stop_on == 'eval' and not eval_frequency:
             raise ValueError('stop_on eval needs an eval_frequency')
+        if (save_frequency or save_replay_buffer) and not save_dir:
+            raise ValueError('save_frequency and save_replay_buffer need a save_dir')
+        if save_replay_buffer and not hasattr(self, 'buffer'):
+            raise ValueError(f'{type(self).__name__} keeps no replay buffer to save')
         built_in: list[Callback] = [Checkpoints(), ProgressLines(quiet=self.quiet)]
         if not self.quiet:
             built_in.append(ProgressBar())
@@ -587,11 +610,13 @@ class BaseAgent:
             built_in.append(Wandb(monitor_session))
         if tensorboard:
             built_in.append(TensorBoard(tensorboard))
+        if save_dir:
+            built_in.append(Saves(save_dir, save_frequency, save_keep, save_replay_buffer))
         if self.plateau_start_steps is not None:
             built_in.append(Plateau(self.plateau_start_steps, self.plateau_reduce_factor,
                                     self.plateau_reduce_patience, self.early_stop_patience))
         run = Run(self, [*built_in, *callbacks], target_reward, max_steps, stop_on, total)
-        self.check_outputs(tensorboard)
+        self.check_outputs(tensorboard, save_dir)
         run.start()
         try:
             while run.reason is None:  # collect and update; the run records, logs, saves and judges
@@ -603,7 +628,7 @@ class BaseAgent:
             run.finish()
         return run
 
-    def check_outputs(self, tensorboard: str | None = None) -> None:
+    def check_outputs(self, tensorboard: str | None = None, save_dir: str | None = None) -> None:
         """Refuse, before a run touches anything, files it would overwrite or could not write; remove
         temporary files that a killed write of them left."""
         if len(self.history.saved) and not self.training_started and not self.weights_loaded:
@@ -616,8 +641,9 @@ class BaseAgent:
                 raise ValueError(
                     f'checkpoint {path} exists: pass it as weights to resume, or choose another path'
                 )
-        if tensorboard:
-            check_writable(tensorboard, directory=True)
+        for directory in (tensorboard, save_dir):
+            if directory:
+                check_writable(directory, directory=True)
         for path in [*(self.checkpoints or ()), self.history_checkpoint]:
             if path:
                 check_writable(path)
@@ -690,24 +716,28 @@ class BaseAgent:
         max_steps: int | None = None,
         render: bool = False,
         seed: int | None = None,
-    ) -> float:
-        """Play one game with deterministic actions; optionally show, film or photograph it.
+        episodes: int = 1,
+    ) -> EvaluationResult:
+        """Play whole games with deterministic actions; optionally show, film or photograph them.
 
         Args:
             env_id: Environment to play (default: the agent's), made as the agent's envs were.
-            video_dir: Write an mp4 of the game to this directory.
+            video_dir: Write an mp4 of each game to this directory.
             frame_dir: Write jpg frames to this directory.
             frame_frequency: Write every this many steps' frame.
-            max_steps: Stop after this many steps.
-            render: Show the game on screen.
-            seed: Seed of the env's reset.
+            max_steps: Stop each game after this many steps.
+            render: Show the games on screen.
+            seed: Seed of the first reset (default 0): the same command plays the same games.
+            episodes: Number of games, played one after another on one env.
 
         Returns:
-            The game's score.
+            Each game's score and length.
         """
-        from xagents.utils.play import play_episode
+        from xagents.utils.play import play_episodes
 
-        return play_episode(self, env_id, video_dir, frame_dir, frame_frequency, max_steps, render, seed)
+        games = play_episodes(self, env_id, video_dir, frame_dir, frame_frequency, max_steps, render,
+                              0 if seed is None else seed, episodes)
+        return EvaluationResult(*(np.asarray(column) for column in zip(*games)))
 
 
 class OnPolicy(BaseAgent):

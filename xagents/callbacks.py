@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -145,6 +146,30 @@ class Evaluation(Callback):
         if not self.quiet:
                 logger.info('steps %d  eval reward %.2f (%d deterministic episodes)', run.steps, run.eval_reward,
                         self.episodes)
+
+
+class Saves(Callback):
+    """Whole-agent saves (``agent.save``) into ``directory``: every ``frequency`` env steps as
+    ``step-N`` (the newest ``keep`` kept), and, when the run evaluates, the best-evaluated agent as
+    ``best-eval`` (Stable-Baselines3's ``CheckpointCallback`` and ``EvalCallback``'s best model)."""
+
+    def __init__(self, directory: str, frequency: int | None = None, keep: int = 3,
+                 include_buffer: bool = False) -> None:
+        self.directory, self.frequency, self.keep, self.include_buffer = directory, frequency, keep, include_buffer
+        self.due, self.best_eval = 0, -np.inf
+
+    def on_start(self, run: Run) -> None:
+        self.due = run.steps + (self.frequency or 0)
+
+    def on_round(self, run: Run) -> None:
+        if run.eval_reward > self.best_eval:
+            self.best_eval = run.eval_reward
+            run.agent.save(os.path.join(self.directory, 'best-eval'), self.include_buffer)
+        if self.frequency and run.steps >= self.due:
+            self.due = run.steps + self.frequency
+            run.agent.save(os.path.join(self.directory, f'step-{run.steps:012d}'), self.include_buffer)
+            for old in sorted(name for name in os.listdir(self.directory) if name.startswith('step-'))[:-self.keep]:
+                shutil.rmtree(os.path.join(self.directory, old))
 
 
 class Plateau(Callback):

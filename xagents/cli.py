@@ -17,7 +17,8 @@ from xagents.utils.signatures import static_constructors, static_function
 
 COMMANDS = {
     'train': 'train an agent on an environment',
-    'play': 'play one episode with trained weights (screen, mp4, jpg frames)',
+    'play': 'play episodes with trained weights (screen, mp4, jpg frames)',
+    'export': 'write a trained policy as a standalone SavedModel, TFLite or ONNX model',
     'plot': 'plot mean reward against steps and time from history files',
     'tune': 'search hyperparameters with Optuna (a local study file, or a database shared by workers)',
 }
@@ -50,6 +51,13 @@ def training_flags() -> list[Flag]:
 
 def play_flags() -> list[Flag]:
     return base_flags('play', 'load_weights', skip={'env_id', 'seed'})
+
+
+def export_flags() -> list[Flag]:
+    return base_flags('export', 'load_weights')
+
+
+COMMAND_FLAGS = {'play': play_flags, 'export': export_flags}  # besides train's
 
 
 def agent_flags(agent: str) -> list[Flag]:
@@ -101,8 +109,8 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
         for flag in training_flags():
             shown(flag).add_to(group)
     else:
-        group = parser.add_argument_group('play flags')
-        for flag in play_flags():
+        group = parser.add_argument_group(f'{command} flags')
+        for flag in COMMAND_FLAGS[command]():
             flag.add_to(group)
     if agent:
         group = parser.add_argument_group(
@@ -125,26 +133,36 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     load_tensorflow()  # once the flags parsed: a misspelt flag is refused without it
     env_id = args.pop('env')
     weights = args.pop('weights', None)
-    fit_names = {flag.name for flag in base_flags('fit')}
-    play_names = {flag.name for flag in play_flags()} - {'weights'}
-    run_args = {name: args.pop(name) for name in list(args) if name in fit_names | play_names}
-    if command == 'play':
+    command_names = {flag.name for flag in base_flags('fit')} if command == 'train' else {
+        flag.name for flag in COMMAND_FLAGS[command]()} - {'weights'}
+    run_args = {name: args.pop(name) for name in list(args) if name in command_names}
+    if command != 'train':
         if not weights:
-            fail(f'xagents play {agent}: error: --weights is required')
+            fail(f'xagents {command} {agent}: error: --weights is required')
+        if command == 'export' and 'path' not in run_args:
+            fail(f'xagents export {agent}: error: --path is required')
         args['n_envs'] = 1
     quiet = args.get('quiet', False)
     configure_logging(quiet)
     prog, instance = f'xagents {command} {agent}', None
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated run stops as on Ctrl-C
     try:
-        instance = agent_class(agent).from_env(env_id, **args)
-        if weights:
-            instance.load_weights(weights)
+        if weights and len(weights) == 1 and os.path.isdir(weights[0]):  # a saved agent: its own settings
+            instance = agent_class(agent).load(weights[0], env_id, **args)
+        else:
+            instance = agent_class(agent).from_env(env_id, **args)
+            if weights:
+                instance.load_weights(weights)
         if command == 'train':
             instance.fit(**run_args)
+        elif command == 'export':
+            logging.getLogger('xagents').info('Policy written to %s', instance.export(**run_args))
         else:
-            reward = instance.play(seed=args.get('seed'), **run_args)
-            logging.getLogger('xagents').info('Episode reward: %.2f', reward)
+            played = instance.play(seed=args.get('seed'), **run_args)
+            for reward in played.returns:
+                logging.getLogger('xagents').info('Episode reward: %.2f', reward)
+            if len(played.returns) > 1:
+                logging.getLogger('xagents').info('Mean reward: %s', played)
     except KeyboardInterrupt:
         if instance is None or not instance.training_started:
             fail(f'{prog}: interrupted', 130)
@@ -152,7 +170,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
                  if path]
         fail(f'{prog}: interrupted at step {instance.steps}' + (f'; {" and ".join(saved)} saved' if saved else ''),
              130)
-    except (ValueError, OSError, gym.error.Error) as error:
+    except (ValueError, OSError, ImportError, gym.error.Error) as error:
         if instance is None or not instance.training_started:
             fail(f'{prog}: error: {error}')
         if not isinstance(error, OSError):

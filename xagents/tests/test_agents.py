@@ -90,7 +90,7 @@ def test_discrete_actions_are_offset_by_the_space_start_for_every_agent(agent_cl
     agent.fit(max_steps=600)
     assert ShiftedCartPole.received == {-1, 0}
     assert agent.evaluate(2).mean > 0
-    assert agent.play(max_steps=20) > 0
+    assert agent.play(max_steps=20).mean > 0
     assert set(agent.act(agent.observations).tolist()) <= {-1, 0}
 
 
@@ -210,7 +210,7 @@ def test_matrix_shaped_box_actions_reach_the_env_in_their_shape(agent_class, set
     SquareActions.received = []
     agent = agent_class.from_env('SquareActions-v0', seed=0, n_envs=2, quiet=True, **settings)
     agent.fit(max_steps=400)
-    assert agent.evaluate(2).mean < 0 and agent.play() < 0
+    assert agent.evaluate(2).mean < 0 and agent.play().mean < 0
     received = np.array(SquareActions.received)
     assert received.shape[1:] == (2, 2) and received.min() >= -1 and received.max() <= 3
     assert received.std(axis=0).min() > 0  # every entry is acted on, not one repeated value

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -70,7 +71,7 @@ def test_save_and_load_rebuild_the_agent_from_the_directory_alone(trained_ppo, w
     np.testing.assert_array_equal(loaded.observation_stats.mean, trained_ppo.observation_stats.mean)
     for mine, theirs in zip(loaded.optimizer.variables, trained_ppo.optimizer.variables):
         np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
-    assert loaded.hyperparameters == {k: v for k, v in trained_ppo.hyperparameters.items()}
+    assert loaded.hyperparameters == {k: v for k, v in trained_ppo.hyperparameters.items() if k != 'quiet'}
     assert loaded.rng.bit_generator.state == trained_ppo.rng.bit_generator.state
 
 
@@ -103,7 +104,7 @@ def test_saving_again_replaces_the_previous_files_and_keeps_one_set(trained_ppo,
 
 def test_load_refuses_another_agent_env_or_a_newer_format(trained_ppo, workdir):
     trained_ppo.save('saved')
-    with pytest.raises(ValueError, match='saved holds a saved PPO, not a A2C: load it with PPO.load'):
+    with pytest.raises(ValueError, match='saved holds a saved PPO, not A2C: load it with PPO.load'):
         A2C.load('saved')
     with pytest.raises(ValueError, match='saved comes from a run with env CartPole-v1, this one has Acrobot-v1'):
         PPO.load('saved', env='Acrobot-v1')
@@ -130,7 +131,7 @@ def test_a_saved_directory_is_accepted_by_weights_on_the_command_line(trained_pp
     status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved', '--max-steps', '30')
     assert status == 0 and 'Episode reward' in out, err
     status, _, err = xagents_cli('play', 'a2c', '--env', 'CartPole-v1', '--weights', 'saved')
-    assert status == 2 and err.strip().endswith('comes from a run with agent PPO, this one has A2C'), err
+    assert status == 2 and err.strip().endswith('saved holds a saved PPO, not A2C: load it with PPO.load'), err
 
 
 def test_evaluate_returns_per_episode_returns_and_lengths(trained_ppo):
@@ -195,3 +196,94 @@ def test_fit_max_steps_counts_this_call_unless_total():
     assert agent.steps == 768
     agent.fit(max_steps=1024, total=True)
     assert agent.steps == 1024
+
+
+def test_play_episodes_is_seeded_so_the_same_command_plays_the_same_games(trained_ppo):
+    first = trained_ppo.play(episodes=3, max_steps=200)
+    again = trained_ppo.play(episodes=3, max_steps=200)
+    assert len(first.returns) == 3
+    np.testing.assert_array_equal(first.returns, again.returns)
+    np.testing.assert_array_equal(first.returns, first.lengths)  # CartPole: +1 per step, whole games
+
+
+def test_play_command_prints_each_episode_and_the_mean(trained_ppo, workdir, xagents_cli):
+    trained_ppo.save('saved')
+    status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved', '--episodes', '3')
+    assert status == 0, err
+    rewards = [float(reward) for reward in re.findall(r'Episode reward: (\S+)', out)]
+    assert len(rewards) == 3
+    assert f'Mean reward: {np.mean(rewards):.2f} ± {np.std(rewards):.2f} over 3 episodes' in out
+    status, again, _ = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved', '--episodes', '3')
+    assert re.findall(r'Episode reward: (\S+)', again) == re.findall(r'Episode reward: (\S+)', out)
+
+
+def test_periodic_saves_keep_the_newest_and_the_best_evaluated_agent(workdir):
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True, n_envs=2, n_steps=64)
+    agent.fit(max_steps=1280, save_dir='saves', save_frequency=256, save_keep=2, eval_frequency=512, eval_episodes=2)
+    names = sorted(os.listdir('saves'))
+    assert names == ['best-eval', 'step-000000001024', 'step-000000001280']
+    assert PPO.load('saves/step-000000001280').steps == 1280
+    best = PPO.load('saves/best-eval')
+    assert best.steps in (512, 1024) and best.evaluate(2, seed=10_000).returns.shape == (2,)
+    with pytest.raises(ValueError, match='save_frequency and save_replay_buffer need a save_dir'):
+        agent.fit(max_steps=10, save_frequency=5)
+    with pytest.raises(ValueError, match='PPO keeps no replay buffer to save'):
+        agent.fit(max_steps=10, save_dir='saves', save_replay_buffer=True)
+
+
+def test_a_run_resumed_from_a_save_with_its_buffer_learns_at_once(workdir, xagents_cli):
+    """The command line: --save-replay-buffer, then --weights of a periodic save."""
+    status, _, err = xagents_cli('train', 'dqn', '--env', 'CartPole-v1', '--seed', '0', '--max-steps', '1024',
+                                 '--save-dir', 'saves', '--save-frequency', '1024', '--save-replay-buffer',
+                                 '--buffer-initial-size', '1000', '--quiet')
+    assert status == 0, err
+    resumed = DQN.load('saves/step-000000001024')
+    assert resumed.buffer.steps == 1024
+    before = int(resumed.gradient_updates.numpy())
+    resumed.fit(max_steps=256)  # one update round: learning goes on at once
+    assert int(resumed.gradient_updates.numpy()) == before + resumed.gradient_steps
+
+
+@pytest.mark.parametrize('format', ['saved_model', 'onnx'])
+def test_export_command_writes_a_policy_that_acts_as_predict(trained_ppo, workdir, xagents_cli, format):
+    if format == 'onnx':
+        pytest.importorskip('onnxruntime')
+        pytest.importorskip('tf2onnx')
+    from xagents.utils.export import load_exported
+
+    trained_ppo.save('saved')
+    status, out, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved',
+                                   '--path', f'policy.{format}', '--format', format)
+    assert status == 0 and f'Policy written to policy.{format}' in out, err
+    observations = cartpole_observations()
+    np.testing.assert_array_equal(load_exported(f'policy.{format}', format)(observations),
+                                  trained_ppo.predict(observations))
+    status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved',
+                                 '--path', f'policy.{format}', '--format', format)
+    assert status == 2 and err.strip().endswith(f'policy.{format} already exists: remove it or choose another '
+                                                'path to export to')
+    status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved', '--path', 'p',
+                                 '--format', 'pickle')
+    assert status == 2 and "unknown export format 'pickle'" in err
+
+
+def test_normalisation_statistics_learn_while_collecting_and_stay_frozen_outside_training(trained_ppo):
+    stats = trained_ppo.observation_stats
+    count, mean = stats.count, stats.mean.copy()
+    assert count > 4096  # every observation collected went in
+    trained_ppo.predict(cartpole_observations())
+    trained_ppo.evaluate(2)
+    trained_ppo.play(max_steps=20)
+    assert stats.count == count and np.array_equal(stats.mean, mean)
+
+
+def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(trained_ppo, workdir):
+    trained_ppo.checkpoints = ['w.tf']
+    try:
+        trained_ppo.save_models()
+    finally:
+        trained_ppo.checkpoints = None
+    plain = PPO.from_env('CartPole-v1', quiet=True)
+    with pytest.raises(ValueError, match=r'the model weights were trained with observation normalisation: build the '
+                                         r'agent with normalize_observations \(--normalize-observations\)'):
+        plain.load_weights(['w.tf'])

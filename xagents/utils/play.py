@@ -1,4 +1,4 @@
-"""Play one episode with a trained agent: on screen, as an mp4, and/or as jpg frames."""
+"""Play episodes with a trained agent: on screen, as mp4s, and/or as jpg frames."""
 from __future__ import annotations
 
 import logging
@@ -15,10 +15,11 @@ from xagents.utils.envs import env_settings, make_env
 logger = logging.getLogger('xagents')
 
 
-def play_episode(agent, env_id: str | None = None, video_dir: str | None = None, frame_dir: str | None = None,
-                 frame_frequency: int = 1, max_steps: int | None = None, render: bool = False,
-                 seed: int | None = None) -> float:
-    """Run one deterministic episode (a whole game) of ``agent``; return its score.
+def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None, frame_dir: str | None = None,
+                  frame_frequency: int = 1, max_steps: int | None = None, render: bool = False,
+                  seed: int | None = None, episodes: int = 1) -> list[tuple[float, int]]:
+    """Run ``episodes`` deterministic episodes (whole games) of ``agent`` one after another on one env,
+    the first reset seeded; return each one's score and length.
 
     The env is made as the agent's training envs were (``env_id`` may name another id); the
     video is recorded below every wrapper, so it shows the whole game, lives lost included.
@@ -50,22 +51,27 @@ def play_episode(agent, env_id: str | None = None, video_dir: str | None = None,
                                            name_prefix=video_prefix)
     render_mode = 'human' if render else ('rgb_array' if video_dir or frame_dir else None)
     env = make_env(**settings, render_mode=render_mode, raw_wrapper=recorder if video_dir else None)
-    score = _statistics(env)
-    observation, _ = env.reset(seed=seed)
-    step = 0
+    score, games, frame_step = _statistics(env), [], 0
     try:
-        while max_steps is None or step < max_steps:
-            if frame_dir and step % frame_frequency == 0:
-                frame = cv2.cvtColor(np.asarray(env.render()), cv2.COLOR_RGB2BGR)
-                cv2.imwrite(os.path.join(frame_dir, f'{frame_prefix}-{step:06d}.jpg'), frame)
-            action = agent.act(np.asarray(observation)[None], deterministic=True)[0]
-            observation, _, terminated, truncated, info = env.step(action)
-            step += 1
-            if 'episode' in info:  # the game is over
-                return float(info['episode']['r'])
-            if terminated or truncated:  # a lost life ended the learner's episode: play on
-                observation, _ = env.reset()
-        return float(score.episode_returns)
+        for episode in range(episodes):
+            observation, _ = env.reset(seed=seed if episode == 0 else None)
+            step = 0
+            while max_steps is None or step < max_steps:
+                if frame_dir and step % frame_frequency == 0:
+                    frame = cv2.cvtColor(np.asarray(env.render()), cv2.COLOR_RGB2BGR)
+                    cv2.imwrite(os.path.join(frame_dir, f'{frame_prefix}-{frame_step:06d}.jpg'), frame)
+                action = agent.act(np.asarray(observation)[None], deterministic=True)[0]
+                observation, _, terminated, truncated, info = env.step(action)
+                step += 1
+                frame_step += 1
+                if 'episode' in info:  # the game is over
+                    games.append((float(info['episode']['r']), int(info['episode']['l'])))
+                    break
+                if terminated or truncated:  # a lost life ended the learner's episode: play on
+                    observation, _ = env.reset()
+            else:  # max_steps cut the game short
+                games.append((float(score.episode_returns), int(score.episode_lengths)))
+        return games
     finally:
         env.close()
         if video_dir:

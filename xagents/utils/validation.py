@@ -40,7 +40,8 @@ KINDS: dict[str, str] = {
                      'target_update_interval', 'epsilon_decay_steps', 'priority_beta_steps', 'policy_delay',
                      'cg_iterations', 'line_search_steps', 'critic_iterations',
                      'plateau_reduce_patience', 'early_stop_patience', 'lr_decay_steps', 'max_steps',
-                     'eval_frequency', 'eval_episodes', 'frame_frequency'), 'count'),
+                     'eval_frequency', 'eval_episodes', 'frame_frequency', 'episodes', 'save_frequency',
+                     'save_keep'), 'count'),
     **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed'), 'steps'),
 }
 
