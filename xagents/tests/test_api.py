@@ -287,3 +287,15 @@ def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(t
     with pytest.raises(ValueError, match=r'the model weights were trained with observation normalisation: build the '
                                          r'agent with normalize_observations \(--normalize-observations\)'):
         plain.load_weights(['w.tf'])
+
+
+def test_an_agent_built_on_a_users_env_is_loaded_on_an_env_given_again(workdir):
+    agent = PPO(gym.make('CartPole-v1'), quiet=True, n_steps=32, seed=0)
+    agent.save('saved')
+    with pytest.raises(ValueError, match='saved was trained on an env not made from an id: pass the env to load'):
+        PPO.load('saved')
+    loaded = PPO.load('saved', env=gym.make('CartPole-v1'))
+    observations = cartpole_observations(20)
+    np.testing.assert_array_equal(loaded.predict(observations), agent.predict(observations))
+    with pytest.raises(ValueError, match='comes from a run with observation space'):
+        PPO.load('saved', env=gym.make('Acrobot-v1'))
