@@ -31,7 +31,8 @@ from xagents.utils.atomic import check_writable, remove_stale_temporaries
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
 from xagents.utils.console import console_logging
 from xagents.utils.distributions import DiagGaussian, distribution_for
-from xagents.utils.envs import ENV_PARAMETERS, EpisodeScores, as_vector_env, create_envs, env_settings, frame_stacked
+from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, create_envs, env_settings, frame_stacked,
+                                one_hot_size)
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Forward, NumpyForward, Output, build_model
@@ -486,12 +487,16 @@ class BaseAgent:
     def predict(self, observation: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
         ``predict``), with the observation normalisation and action scaling of training; nothing learns.
+        Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training.
 
         Raises:
             ValueError: the observation has neither the env's observation shape nor a batch of it.
         """
         space = self.envs.single_observation_space
-        observations = np.asarray(observation, dtype=space.dtype)
+        observations = np.asarray(observation)
+        if one_hot_size(space) and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
+            observations = np.eye(one_hot_size(space), dtype=space.dtype)[observations]  # Discrete states
+        observations = observations.astype(space.dtype, copy=False)
         single = observations.shape == space.shape
         if not single and observations.shape[1:] != space.shape:
             raise ValueError(f'expected an observation shaped {space.shape} or a batch shaped (n, '

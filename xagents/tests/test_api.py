@@ -299,3 +299,12 @@ def test_an_agent_built_on_a_users_env_is_loaded_on_an_env_given_again(workdir):
     np.testing.assert_array_equal(loaded.predict(observations), agent.predict(observations))
     with pytest.raises(ValueError, match='comes from a run with observation space'):
         PPO.load('saved', env=gym.make('Acrobot-v1'))
+
+
+def test_predict_takes_the_state_indices_of_a_discrete_observation_env():
+    """FrozenLake gives integers; the agent learns on their one-hot vectors and predict accepts either."""
+    agent = PPO.from_env('FrozenLake-v1', quiet=True, n_envs=2, seed=0)
+    state, _ = gym.make('FrozenLake-v1').reset(seed=0)
+    one_hot = np.eye(16, dtype=np.float32)
+    assert agent.predict(state) == agent.predict(one_hot[state])
+    np.testing.assert_array_equal(agent.predict(np.arange(16)), agent.predict(one_hot))

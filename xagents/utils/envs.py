@@ -132,7 +132,19 @@ def one_hot_observations(env: gym.Env) -> gym.Env:
     space = env.observation_space
     identity = np.eye(space.n, dtype=np.float32)
     return gym.wrappers.TransformObservation(env, lambda state: identity[int(state) - space.start],
-                                             gym.spaces.Box(0.0, 1.0, (int(space.n),), np.float32))
+                                             OneHot(int(space.n)))
+
+
+class OneHot(gym.spaces.Box):
+    """The observation space of one-hot encoded ``Discrete(n)`` states."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(0.0, 1.0, (n,), np.float32)
+
+
+def one_hot_size(space: gym.Space) -> int | None:
+    """n if ``space`` holds one-hot encoded ``Discrete(n)`` states, else None."""
+    return space.shape[0] if isinstance(space, OneHot) else None
 
 
 def needs_fire(env: gym.Env) -> bool:
