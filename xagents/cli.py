@@ -21,6 +21,7 @@ COMMANDS = {
     'export': 'write a trained policy as a standalone SavedModel, TFLite or ONNX model',
     'plot': 'plot mean reward against steps and time from history files',
     'tune': 'search hyperparameters with Optuna (a local study file, or a database shared by workers)',
+    'benchmark': 'train agents x envs x seeds in parallel processes and summarise them (tables, curves)',
 }
 ENV_HELP = 'Gymnasium environment id, e.g. CartPole-v1 or PongNoFrameskip-v4'
 
@@ -289,6 +290,57 @@ def run_tune(argv: list[str]) -> None:
              f'({len(states)} failed or pruned)', 1)
 
 
+def run_benchmark_command(argv: list[str]) -> None:
+    """Parse flags and run a benchmark (``xagents.benchmark``): a suite, or agents x envs with one target."""
+    from xagents import benchmark
+
+    parser = ArgumentParser(prog='xagents benchmark', description=COMMANDS['benchmark'] + '.', allow_abbrev=False)
+    parser.add_argument('--suite', choices=list(benchmark.SUITES), help='a suite of agents, envs, targets and budgets')
+    parser.add_argument('--agents', nargs='+', choices=list(AGENTS), help='agents (instead of a suite)')
+    parser.add_argument('--envs', nargs='+', help='env ids (instead of a suite; with --agents and --target)')
+    parser.add_argument('--target', type=float, help='target eval reward of --agents x --envs')
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help='seeds of each run (default: 0 1 2)')
+    parser.add_argument('--jobs', type=int, default=1, help='runs trained at once, each its own process (default: 1)')
+    parser.add_argument('--max-steps', type=int, help='step budget of every run (default: the suite\'s; 100000)')
+    parser.add_argument('--eval-frequency', type=int, help='steps between evaluations (default: the suite\'s; '
+                                                           'a tenth of the budget)')
+    parser.add_argument('--output', default='benchmark', help='directory of runs and results (default: benchmark); '
+                                                              'finished runs in it are kept')
+    if not argv:
+        parser.print_help()
+        return
+    args = parser.parse_args(argv)
+    if bool(args.suite) == bool(args.agents or args.envs):
+        fail('xagents benchmark: error: expected --suite, or --agents with --envs and --target')
+    if args.agents and (not args.envs or args.target is None):
+        fail('xagents benchmark: error: --agents needs --envs and --target')
+    for name in ('jobs', 'max_steps', 'eval_frequency'):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            fail(f'xagents benchmark: error: expected --{name.replace("_", "-")} >= 1, got {getattr(args, name)}')
+    if args.suite:
+        jobs = benchmark.SUITES[args.suite]
+    else:
+        jobs = [benchmark.Job(agent, env, args.target, 100_000, 10_000) for agent in args.agents for env in args.envs]
+    budget = args.max_steps
+    jobs = [dataclasses.replace(job, steps=budget or job.steps,
+                                eval_frequency=args.eval_frequency or (max(1, budget // 10) if budget else job.eval_frequency))
+            for job in jobs]
+    from xagents.utils.atomic import check_writable
+
+    try:
+        check_writable(args.output, directory=True)
+    except ValueError as error:
+        fail(f'xagents benchmark: error: {error}')
+    try:
+        records = benchmark.run_benchmark(jobs, args.seeds, args.output, args.jobs)
+    except RuntimeError as error:
+        fail(f'xagents benchmark: error: {error}', 1)
+    except KeyboardInterrupt:
+        fail('xagents benchmark: interrupted; finished runs are kept and skipped next time', 130)
+    print(benchmark.write_summary(records, args.output, args.seeds))
+    print(f'Results in {args.output}/ (results.md, results.parquet, curves.png, aggregate.png, machine.json)')
+
+
 def configure_logging(quiet: bool) -> None:
     logging.basicConfig(stream=sys.stdout, format='%(message)s',
                         level=logging.WARNING if quiet else logging.INFO)
@@ -322,6 +374,8 @@ def run_command(argv: list[str]) -> None:
         return run_plot(rest)
     if command == 'tune':
         return run_tune(rest)
+    if command == 'benchmark':
+        return run_benchmark_command(rest)
     if not rest or rest[0].startswith('-'):
         if rest and rest[0] not in ('-h', '--help'):
             fail(f'xagents {command}: error: expected an agent ({", ".join(AGENTS)}) before flags, got {rest[0]}')

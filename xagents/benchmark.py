@@ -1,0 +1,272 @@
+"""``xagents benchmark``: agents x envs x seeds, each a normal ``xagents train`` process, summarised.
+
+Every run trains for its budget with a deterministic evaluation every ``eval_frequency`` steps and
+writes a history file; its evaluations, wall time and speed go to ``runs/<agent>-<env>-<seed>.json``,
+so a benchmark stopped half-way goes on where it was (finished runs are skipped). The summary is
+a table (parquet and Markdown: steps to the target and final evaluation, mean and 95% bootstrap
+confidence interval over seeds, wall time, env steps/s), learning curves per env (mean and interval
+across seeds, against steps and time), an aggregate interquartile-mean plot of scores normalised by
+their targets (Agarwal et al. 2021, https://arxiv.org/abs/2108.13264), and what produced them.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from xagents.utils.atomic import atomic_write
+
+EVAL_LINE = re.compile(r'steps (\d+)\s+eval reward (-?[\d.]+|nan|inf|-inf)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One agent on one env: its target score, step budget and evaluation schedule."""
+
+    agent: str
+    env: str
+    target: float
+    steps: int
+    eval_frequency: int
+    flags: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f'{self.agent}-{self.env.replace("/", "-")}'
+
+
+SUITES = {
+    'classic': [
+        Job('ppo', 'CartPole-v1', 475, 200_000, 10_000), Job('a2c', 'CartPole-v1', 475, 300_000, 10_000),
+        Job('trpo', 'CartPole-v1', 475, 300_000, 10_000), Job('acer', 'CartPole-v1', 475, 300_000, 10_000),
+        Job('dqn', 'CartPole-v1', 475, 150_000, 5_000), Job('sac', 'CartPole-v1', 475, 100_000, 5_000),
+        Job('ppo', 'Pendulum-v1', -250, 200_000, 10_000), Job('trpo', 'Pendulum-v1', -250, 200_000, 10_000),
+        Job('sac', 'Pendulum-v1', -200, 20_000, 1_000), Job('td3', 'Pendulum-v1', -200, 20_000, 1_000),
+        Job('ddpg', 'Pendulum-v1', -200, 20_000, 1_000),
+        Job('ppo', 'Acrobot-v1', -100, 300_000, 10_000), Job('dqn', 'Acrobot-v1', -100, 200_000, 10_000),
+        Job('dqn', 'MountainCar-v0', -110, 300_000, 10_000),
+        Job('sac', 'MountainCarContinuous-v0', 90, 100_000, 5_000),
+        Job('td3', 'MountainCarContinuous-v0', 90, 100_000, 5_000),
+    ],
+    'box2d': [
+        Job('ppo', 'LunarLander-v3', 200, 1_000_000, 25_000), Job('a2c', 'LunarLander-v3', 200, 1_000_000, 25_000),
+        Job('dqn', 'LunarLander-v3', 200, 300_000, 10_000),
+        Job('sac', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
+        Job('td3', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
+        Job('ddpg', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
+        Job('ppo', 'LunarLanderContinuous-v3', 200, 1_000_000, 25_000),
+        Job('sac', 'BipedalWalker-v3', 250, 500_000, 25_000), Job('td3', 'BipedalWalker-v3', 250, 500_000, 25_000),
+    ],
+}
+
+
+# ------------------------------------------------------------------------------- statistics
+def bootstrap_interval(values: np.ndarray, statistic=np.mean, confidence: float = 0.95, resamples: int = 10_000,
+                       seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of ``statistic`` over ``values`` (resampled with replacement)."""
+    values = np.asarray(values, np.float64)
+    if len(values) == 0:
+        return (np.nan, np.nan)
+    draws = np.random.default_rng(seed).choice(values, (resamples, len(values)))
+    estimates = np.apply_along_axis(statistic, 1, draws)
+    tail = (1 - confidence) / 2 * 100
+    return float(np.percentile(estimates, tail)), float(np.percentile(estimates, 100 - tail))
+
+
+def interquartile_mean(values: np.ndarray) -> float:
+    """Mean of ``values`` without their lowest and highest quarter (rliable's IQM, a 25% trimmed mean):
+    robust to outlying runs, less noisy than a median."""
+    values = np.sort(np.asarray(values, np.float64).ravel())
+    cut = int(0.25 * len(values))
+    return float(values[cut:len(values) - cut].mean())
+
+
+# ---------------------------------------------------------------------------------- running
+def run_path(output: str, job: Job, seed: int) -> str:
+    return os.path.join(output, 'runs', f'{job.name}-{seed}.json')
+
+
+def command_of(job: Job, seed: int, output: str) -> list[str]:
+    """The ``xagents train`` command of one run (printed in the results, runnable by hand)."""
+    history = os.path.join(output, 'runs', f'{job.name}-{seed}.parquet')
+    return ['xagents', 'train', job.agent, '--env', job.env, '--seed', str(seed), '--max-steps', str(job.steps),
+            '--eval-frequency', str(job.eval_frequency), '--eval-episodes', '10', '--history-checkpoint', history,
+            '--log-frequency', '1000000', *job.flags]
+
+
+def run_one(job: Job, seed: int, output: str) -> dict:
+    """Train one run in its own process; record its evaluations, time and speed in its JSON file."""
+    command = command_of(job, seed, output)
+    history = command[command.index('--history-checkpoint') + 1]
+    if os.path.exists(history):  # an interrupted earlier attempt: start the run again
+        os.remove(history)
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, '-m', 'xagents.cli', *command[1:]], capture_output=True, text=True,
+                            env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f'{" ".join(command)} failed ({result.returncode}): '
+                           f'{(result.stderr.strip().splitlines() or ["no output"])[-1]}')
+    evaluations = [(int(step), float(reward)) for step, reward in EVAL_LINE.findall(result.stdout)]
+    steps = max([job.steps] + [step for step, _ in evaluations])  # a last round may pass the budget
+    reached = [step for step, reward in evaluations if reward >= job.target]
+    record = {'agent': job.agent, 'env': job.env, 'seed': seed, 'target': job.target, 'budget': job.steps,
+              'command': ' '.join(command), 'wall_seconds': wall, 'steps': steps, 'steps_per_second': steps / wall,
+              'evaluations': evaluations, 'steps_to_target': reached[0] if reached else None,
+              'final_eval': evaluations[-1][1] if evaluations else None}
+    with atomic_write(run_path(output, job, seed)) as file:
+        file.write(json.dumps(record).encode())
+    return record
+
+
+def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int = 1, log=print) -> list[dict]:
+    """Run every job x seed not finished yet (``workers`` at a time); return all runs' records."""
+    os.makedirs(os.path.join(output, 'runs'), exist_ok=True)
+    pending = [(job, seed) for job in jobs for seed in seeds if not os.path.exists(run_path(output, job, seed))]
+    done = len(jobs) * len(seeds) - len(pending)
+    if done:
+        log(f'{done} finished runs kept, {len(pending)} to run')
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_one, job, seed, output): (job, seed) for job, seed in pending}
+        for future in concurrent.futures.as_completed(futures):
+            record = future.result()
+            log(f'{record["agent"]} {record["env"]} seed {record["seed"]}: final eval {record["final_eval"]}, '
+                f'target {"reached at " + format(record["steps_to_target"], ",") if record["steps_to_target"] else "missed"}, '
+                f'{record["wall_seconds"]:.0f} s')
+    records = []
+    for job in jobs:
+        for seed in seeds:
+            with open(run_path(output, job, seed)) as file:
+                records.append(json.load(file))
+    return records
+
+
+# -------------------------------------------------------------------------------- summaries
+def summary_table(records: list[dict]):
+    """One row per agent and env: the seeds' statistics with 95% bootstrap intervals."""
+    import pandas as pd
+
+    rows = []
+    frame = pd.DataFrame(records)
+    for (agent, env), runs in frame.groupby(['agent', 'env'], sort=False):
+        reached = runs['steps_to_target'].dropna().to_numpy(np.float64)
+        finals = runs['final_eval'].dropna().to_numpy(np.float64)
+        rows.append({
+            'agent': agent, 'env': env, 'target': runs['target'].iloc[0], 'budget': int(runs['budget'].iloc[0]),
+            'seeds': len(runs), 'reached': len(reached),
+            'steps_to_target_mean': float(reached.mean()) if len(reached) else np.nan,
+            'steps_to_target_ci': bootstrap_interval(reached),
+            'final_eval_mean': float(finals.mean()) if len(finals) else np.nan,
+            'final_eval_ci': bootstrap_interval(finals),
+            'wall_seconds_mean': float(runs['wall_seconds'].mean()),
+            'steps_per_second_mean': float(runs['steps_per_second'].mean()),
+            'seeds_list': ' '.join(map(str, sorted(runs['seed']))), 'command': runs['command'].iloc[0],
+        })
+    return pd.DataFrame(rows)
+
+
+def markdown(table) -> str:
+    """The table as the README shows it."""
+    lines = ['| agent | env | target | reached | steps to target (95% CI) | final eval (95% CI) | wall | env steps/s |',
+             '|---|---|---|---|---|---|---|---|']
+    for row in table.itertuples():
+        steps = '—' if np.isnan(row.steps_to_target_mean) else (
+            f'{row.steps_to_target_mean:,.0f} ({row.steps_to_target_ci[0]:,.0f}–{row.steps_to_target_ci[1]:,.0f})')
+        final = '—' if np.isnan(row.final_eval_mean) else (
+            f'{row.final_eval_mean:.1f} ({row.final_eval_ci[0]:.1f}–{row.final_eval_ci[1]:.1f})')
+        lines.append(f'| {row.agent} | {row.env} | {row.target:g} within {row.budget:,} | {row.reached}/{row.seeds} '
+                     f'| {steps} | {final} | {row.wall_seconds_mean:.0f} s | {row.steps_per_second_mean:,.0f} |')
+    return '\n'.join(lines) + '\n'
+
+
+def plot_curves(records: list[dict], path: str) -> None:
+    """Evaluation reward against steps and against time, per env: each agent's mean and 95% interval."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    envs = list(dict.fromkeys(record['env'] for record in records))
+    figure, axes = plt.subplots(len(envs), 2, figsize=(11, 3.2 * len(envs)), squeeze=False)
+    for row, env in enumerate(envs):
+        for agent in dict.fromkeys(record['agent'] for record in records if record['env'] == env):
+            runs = [record for record in records if record['env'] == env and record['agent'] == agent]
+            steps = np.array(sorted({step for record in runs for step, _ in record['evaluations']}))
+            if not len(steps):
+                continue
+            curves = np.array([np.interp(steps, *zip(*record['evaluations'])) for record in runs if record['evaluations']])
+            mean = curves.mean(0)
+            low, high = np.transpose([bootstrap_interval(column, resamples=2000) for column in curves.T])
+            seconds = steps / np.mean([record['steps_per_second'] for record in runs])
+            for axis, x in zip(axes[row], (steps, seconds)):
+                axis.plot(x, mean, marker='.', label=agent)
+                axis.fill_between(x, low, high, alpha=0.2)
+        axes[row][0].set(title=f'{env}: eval reward', xlabel='env steps')
+        axes[row][1].set(title=f'{env}: eval reward', xlabel='seconds (mean speed)')
+        axes[row][0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def plot_aggregate(records: list[dict], path: str) -> None:
+    """Interquartile mean of the final evaluation as a fraction of the target, per agent, with its interval."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    agents = list(dict.fromkeys(record['agent'] for record in records))
+    scores = {agent: np.array([record['final_eval'] / abs(record['target']) for record in records
+                               if record['agent'] == agent and record['final_eval'] is not None]) for agent in agents}
+    figure, axis = plt.subplots(figsize=(6, 0.5 + 0.5 * len(agents)))
+    for index, agent in enumerate(agents):
+        if len(scores[agent]):
+            low, high = bootstrap_interval(scores[agent], interquartile_mean, resamples=2000)
+            axis.errorbar(interquartile_mean(scores[agent]), index, xerr=[[interquartile_mean(scores[agent]) - low],
+                                                                         [high - interquartile_mean(scores[agent])]],
+                          fmt='o', capsize=4)
+    axis.set(yticks=range(len(agents)), yticklabels=agents, xlabel='IQM of final eval / |target| (95% CI)')
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def machine() -> dict:
+    """What produced the results: versions, the machine, the command line."""
+    versions = {}
+    for package in ('xagents', 'tensorflow', 'gymnasium', 'numpy', 'ale-py', 'box2d'):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return {'versions': versions, 'python': platform.python_version(), 'platform': platform.platform(),
+            'processor': platform.processor() or platform.machine(), 'cpus': os.cpu_count(),
+            'command': ' '.join(['xagents', *sys.argv[1:]])}
+
+
+def write_summary(records: list[dict], output: str, seeds: list[int]) -> str:
+    """Write results.parquet, results.md, curves.png, aggregate.png and machine.json; return the Markdown."""
+    table = summary_table(records)
+    stored = table.copy()
+    for column in ('steps_to_target_ci', 'final_eval_ci'):
+        stored[column] = stored[column].map(list)
+    with atomic_write(os.path.join(output, 'results.parquet')) as file:
+        stored.to_parquet(file)
+    text = markdown(table)
+    with atomic_write(os.path.join(output, 'results.md')) as file:
+        file.write(text.encode())
+    plot_curves(records, os.path.join(output, 'curves.png'))
+    plot_aggregate(records, os.path.join(output, 'aggregate.png'))
+    with atomic_write(os.path.join(output, 'machine.json')) as file:
+        file.write(json.dumps({**machine(), 'seeds': seeds}, indent=1).encode())
+    return text

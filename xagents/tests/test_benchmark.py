@@ -1,0 +1,77 @@
+"""The benchmark machinery on a tiny budget: runs, resumption, the table, the plots and the statistics."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xagents.benchmark import bootstrap_interval, interquartile_mean
+
+
+def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir, xagents_cli):
+    argv = ('benchmark', '--agents', 'ppo', '--envs', 'CartPole-v1', '--target', '15', '--seeds', '0', '1',
+            '--max-steps', '1024', '--eval-frequency', '256', '--jobs', '2', '--output', 'out')
+    status, out, err = xagents_cli(*argv)
+    assert status == 0, err
+    runs = [json.load(open(f'out/runs/ppo-CartPole-v1-{seed}.json')) for seed in (0, 1)]
+    for run in runs:
+        assert run['steps'] >= 1024 and len(run['evaluations']) >= 3 and run['wall_seconds'] > 0
+        assert run['final_eval'] == run['evaluations'][-1][1]
+        reached = [step for step, reward in run['evaluations'] if reward >= 15]
+        assert run['steps_to_target'] == (reached[0] if reached else None)
+        assert run['command'].startswith('xagents train ppo --env CartPole-v1 --seed ')
+        assert len(pd.read_parquet(run['command'].split('--history-checkpoint ')[1].split()[0])) > 0
+    table = pd.read_parquet('out/results.parquet')
+    assert len(table) == 1 and table['seeds'].iloc[0] == 2
+    assert table['final_eval_mean'].iloc[0] == pytest.approx(np.mean([run['final_eval'] for run in runs]))
+    assert table['reached'].iloc[0] == sum(run['steps_to_target'] is not None for run in runs)
+    assert '| ppo | CartPole-v1 | 15 within 1,024 |' in open('out/results.md').read()
+    for name in ('curves.png', 'aggregate.png'):
+        assert os.path.getsize(f'out/{name}') > 5000
+    machine = json.load(open('out/machine.json'))
+    assert machine['seeds'] == [0, 1] and machine['versions']['tensorflow'] and machine['cpus'] >= 1
+
+    before = {seed: os.path.getmtime(f'out/runs/ppo-CartPole-v1-{seed}.json') for seed in (0, 1)}
+    os.remove('out/runs/ppo-CartPole-v1-1.json')
+    status, out, err = xagents_cli(*argv)
+    assert status == 0 and '1 finished runs kept, 1 to run' in out, err
+    assert os.path.getmtime('out/runs/ppo-CartPole-v1-0.json') == before[0]
+    assert json.load(open('out/runs/ppo-CartPole-v1-1.json'))['evaluations'] == runs[1]['evaluations']  # seeded
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--suite', 'nope'], "argument --suite: invalid choice: 'nope'"),
+    (['--suite', 'classic', '--agents', 'ppo'], 'expected --suite, or --agents with --envs and --target'),
+    (['--agents', 'ppo', '--envs', 'CartPole-v1'], '--agents needs --envs and --target'),
+    (['--suite', 'classic', '--jobs', '0'], 'expected --jobs >= 1, got 0'),
+])
+def test_bad_benchmark_flags_are_one_line_status_2(workdir, xagents_cli, argv, message):
+    status, _, err = xagents_cli('benchmark', *argv)
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not os.path.exists('benchmark')
+
+
+def test_a_failing_run_stops_the_benchmark_with_one_line(workdir, xagents_cli):
+    status, _, err = xagents_cli('benchmark', '--agents', 'dqn', '--envs', 'Pendulum-v1', '--target', '0',
+                                 '--seeds', '0', '--max-steps', '100', '--output', 'out')
+    assert status == 1 and 'DQN supports Discrete action spaces' in err and len(err.strip().splitlines()) == 1
+
+
+def test_bootstrap_interval_agrees_with_scipy():
+    scipy_stats = pytest.importorskip('scipy.stats')
+    values = np.random.default_rng(3).normal(10.0, 2.0, 20)
+    low, high = bootstrap_interval(values)
+    theirs = scipy_stats.bootstrap((values,), np.mean, method='percentile', n_resamples=10_000,
+                                   random_state=0).confidence_interval
+    assert low == pytest.approx(theirs.low, abs=0.15) and high == pytest.approx(theirs.high, abs=0.15)
+    assert bootstrap_interval(np.full(5, 7.0)) == (7.0, 7.0)
+
+
+@pytest.mark.parametrize('n', [4, 10, 13])
+def test_interquartile_mean_is_rliables_trimmed_mean(n):
+    scipy_stats = pytest.importorskip('scipy.stats')
+    values = np.random.default_rng(n).normal(size=n) * 10
+    assert interquartile_mean(values) == pytest.approx(scipy_stats.trim_mean(values, 0.25))
