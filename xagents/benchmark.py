@@ -5,8 +5,8 @@ writes a history file; its evaluations, wall time and speed go to ``runs/<agent>
 so a benchmark stopped half-way goes on where it was (finished runs are skipped). The summary is
 a table (parquet and Markdown: steps to the target and final evaluation, mean and 95% bootstrap
 confidence interval over seeds, wall time, env steps/s), learning curves per env (mean and interval
-across seeds, against steps and time), an aggregate interquartile-mean plot of scores normalised by
-their targets (Agarwal et al. 2021, https://arxiv.org/abs/2108.13264), and what produced them.
+across seeds, against steps and time), an aggregate interquartile-mean plot of scores normalised between a uniformly random policy (0) and
+the target (1) (Agarwal et al. 2021, https://arxiv.org/abs/2108.13264), and what produced them.
 """
 from __future__ import annotations
 
@@ -218,16 +218,44 @@ def plot_curves(records: list[dict], path: str) -> None:
     plt.close(figure)
 
 
-def plot_aggregate(records: list[dict], path: str) -> None:
-    """Interquartile mean of the final evaluation as a fraction of the target, per agent, with its interval."""
+def random_score(env_id: str, episodes: int = 10, seed: int = 0) -> float:
+    """Mean return of a uniformly random policy on ``env_id`` (made as agents get it): a normalised score's 0."""
+    from xagents.utils.envs import make_env
+
+    env, returns = make_env(env_id), []
+    env.action_space.seed(seed)
+    for episode in range(episodes):
+        env.reset(seed=seed + episode)
+        while True:
+            *_, terminated, truncated, info = env.step(env.action_space.sample())
+            if 'episode' in info:
+                returns.append(float(info['episode']['r']))
+                break
+            if terminated or truncated:  # a lost life: the game goes on
+                env.reset()
+    env.close()
+    return float(np.mean(returns))
+
+
+def normalized_scores(records: list[dict], randoms: dict[str, float]) -> dict[str, np.ndarray]:
+    """Each agent's final evaluations on a scale from a random policy (0) to the target (1)."""
+    scores: dict[str, list[float]] = {}
+    for record in records:
+        if record['final_eval'] is not None:
+            low = randoms[record['env']]
+            scores.setdefault(record['agent'], []).append((record['final_eval'] - low) / (record['target'] - low))
+    return {agent: np.array(values) for agent, values in scores.items()}
+
+
+def plot_aggregate(records: list[dict], randoms: dict[str, float], path: str) -> None:
+    """Interquartile mean of each agent's normalised final evaluations, with its 95% bootstrap interval."""
     import matplotlib
 
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    agents = list(dict.fromkeys(record['agent'] for record in records))
-    scores = {agent: np.array([record['final_eval'] / abs(record['target']) for record in records
-                               if record['agent'] == agent and record['final_eval'] is not None]) for agent in agents}
+    scores = normalized_scores(records, randoms)
+    agents = list(scores)
     figure, axis = plt.subplots(figsize=(6, 0.5 + 0.5 * len(agents)))
     for index, agent in enumerate(agents):
         if len(scores[agent]):
@@ -235,7 +263,9 @@ def plot_aggregate(records: list[dict], path: str) -> None:
             axis.errorbar(interquartile_mean(scores[agent]), index, xerr=[[interquartile_mean(scores[agent]) - low],
                                                                          [high - interquartile_mean(scores[agent])]],
                           fmt='o', capsize=4)
-    axis.set(yticks=range(len(agents)), yticklabels=agents, xlabel='IQM of final eval / |target| (95% CI)')
+    axis.axvline(1.0, color='grey', linestyle=':')
+    axis.set(yticks=range(len(agents)), yticklabels=agents,
+             xlabel='IQM of final eval, 0 = random policy, 1 = target (95% CI)')
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -266,7 +296,8 @@ def write_summary(records: list[dict], output: str, seeds: list[int]) -> str:
     with atomic_write(os.path.join(output, 'results.md')) as file:
         file.write(text.encode())
     plot_curves(records, os.path.join(output, 'curves.png'))
-    plot_aggregate(records, os.path.join(output, 'aggregate.png'))
+    randoms = {env: random_score(env) for env in dict.fromkeys(record['env'] for record in records)}
+    plot_aggregate(records, randoms, os.path.join(output, 'aggregate.png'))
     with atomic_write(os.path.join(output, 'machine.json')) as file:
-        file.write(json.dumps({**machine(), 'seeds': seeds}, indent=1).encode())
+        file.write(json.dumps({**machine(), 'seeds': seeds, 'random_scores': randoms}, indent=1).encode())
     return text

@@ -75,3 +75,13 @@ def test_interquartile_mean_is_rliables_trimmed_mean(n):
     scipy_stats = pytest.importorskip('scipy.stats')
     values = np.random.default_rng(n).normal(size=n) * 10
     assert interquartile_mean(values) == pytest.approx(scipy_stats.trim_mean(values, 0.25))
+
+
+def test_scores_are_normalised_from_a_random_policy_to_the_target():
+    from xagents.benchmark import normalized_scores, random_score
+
+    randoms = {'CartPole-v1': random_score('CartPole-v1')}
+    assert 10 < randoms['CartPole-v1'] < 40  # a random CartPole episode lasts ~22 steps
+    records = [{'agent': 'ppo', 'env': 'CartPole-v1', 'target': 475, 'final_eval': value}
+               for value in (475, randoms['CartPole-v1'], None)]
+    np.testing.assert_allclose(normalized_scores(records, randoms)['ppo'], [1.0, 0.0])
