@@ -77,3 +77,12 @@ def test_an_agent_defined_outside_the_package_trains_through_the_command_line(mo
     status, out, err = xagents_cli('play', 'toy', '--env', 'CartPole-v1', '--weights', 'w.tf', '--max-steps', '20')
     assert status == 0 and 'Episode reward' in out, err
     assert os.path.getsize('w.tf') > 0
+
+
+def test_ci_runs_exactly_the_test_command_the_readme_gives():
+    readme = (PACKAGE.parent / 'README.md').read_text()
+    section = readme.split('\n## Tests\n', 1)[1]
+    command = section.split('```sh\n', 1)[1].split('\n```', 1)[0].strip()
+    assert command.startswith('python -m pytest ') and len(command.splitlines()) == 1
+    assert command in (PACKAGE.parent / '.ci' / 'run').read_text().splitlines()
+    assert readme.count('pytest') == 1, 'one command in the README names the test runner'
