@@ -20,14 +20,13 @@ import numpy as np
 import tensorflow as tf
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from xagents.utils.atomic import atomic_write
 from xagents.utils.buffers import (PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, buffer_state,
                                    restore_buffer_state)
 from xagents.callbacks import (Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, Saves,
                                TensorBoard, Wandb)
 from xagents.evaluation import EvaluationResult, evaluate
 from xagents.run import Episode, Run
-from xagents.utils.atomic import check_writable, remove_stale_temporaries
+from xagents.utils.atomic import atomic_write, check_writable, remove_stale_temporaries
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
 from xagents.utils.console import console_logging
 from xagents.utils.distributions import DiagGaussian, distribution_for
@@ -311,10 +310,11 @@ class BaseAgent:
         """Take back what :meth:`checkpoint_extras` saved for ``role``."""
         if role != self.model_roles[0]:
             return
-        flags = {'observation': 'normalize_observations', 'return': 'normalize_rewards'}
-        for name in sorted({key.rsplit('_', 1)[0] for key in extras} - set(self.running_statistics())):
-            raise ValueError(f'the {role} weights were trained with {name} normalisation: build the agent with '
-                             f'{flags.get(name, name)} (--{flags.get(name, name).replace("_", "-")})')
+        unexpected = sorted({key.rsplit('_', 1)[0] for key in extras} - set(self.running_statistics()))
+        if unexpected:
+            flag = {'observation': 'normalize_observations', 'return': 'normalize_rewards'}.get(unexpected[0], unexpected[0])
+            raise ValueError(f'the {role} weights were trained with {unexpected[0]} normalisation: build the agent '
+                             f'with {flag} (--{flag.replace("_", "-")})')
         for name, stats in self.running_statistics().items():
             if f'{name}_mean' not in extras:
                 raise ValueError(f'expected {name} statistics in the {role} weights file (saved by a run that '
@@ -420,7 +420,7 @@ class BaseAgent:
         else:
             envs = as_vector_env(env)
         try:
-            check_identity(path, manifest['identity'], {**identity_of(cls.__name__, envs)})
+            check_identity(path, manifest['identity'], identity_of(cls.__name__, envs))  # before building
             agent = cls(envs, **settings)
             agent.restore(path, manifest)
         except BaseException:
@@ -493,9 +493,9 @@ class BaseAgent:
             ValueError: the observation has neither the env's observation shape nor a batch of it.
         """
         space = self.envs.single_observation_space
-        observations = np.asarray(observation)
-        if one_hot_size(space) and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
-            observations = np.eye(one_hot_size(space), dtype=space.dtype)[observations]  # Discrete states
+        observations, states = np.asarray(observation), one_hot_size(space)
+        if states and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
+            observations = np.eye(states, dtype=space.dtype)[observations]  # Discrete states, one-hot as in training
         observations = observations.astype(space.dtype, copy=False)
         single = observations.shape == space.shape
         if not single and observations.shape[1:] != space.shape:
@@ -703,7 +703,6 @@ class BaseAgent:
         """The episodes finished since the last call: what a round's collection hands its run."""
         episodes, self.finished_episodes = self.finished_episodes, []
         return episodes
-
 
     def evaluate(self, episodes: int = 10, env: str | gym.Env | gym.vector.VectorEnv | None = None,
                  deterministic: bool = True, seed: int | None = None) -> EvaluationResult:

@@ -23,6 +23,7 @@ COMMANDS = {
     'tune': 'search hyperparameters with Optuna (a local study file, or a database shared by workers)',
     'benchmark': 'train agents x envs x seeds in parallel processes and summarise them (tables, curves)',
 }
+logger = logging.getLogger('xagents')
 ENV_HELP = 'Gymnasium environment id, e.g. CartPole-v1 or PongNoFrameskip-v4'
 
 
@@ -157,13 +158,13 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         if command == 'train':
             instance.fit(**run_args)
         elif command == 'export':
-            logging.getLogger('xagents').info('Policy written to %s', instance.export(**run_args))
+            logger.info('Policy written to %s', instance.export(**run_args))
         else:
             played = instance.play(seed=args.get('seed'), **run_args)
             for reward in played.returns:
-                logging.getLogger('xagents').info('Episode reward: %.2f', reward)
+                logger.info('Episode reward: %.2f', reward)
             if len(played.returns) > 1:
-                logging.getLogger('xagents').info('Mean reward: %s', played)
+                logger.info('Mean reward: %s', played)
     except KeyboardInterrupt:
         if instance is None or not instance.training_started:
             fail(f'{prog}: interrupted', 130)

@@ -185,8 +185,10 @@ def make_env(
         kwargs['frameskip'] = 1 if max_frame else 4
     try:
         env = gym.make(env_id, **kwargs, **(env_kwargs or {}))
-    except TypeError as error:  # an argument the env does not take
-        raise ValueError(f'{env_id} does not take env_kwargs {env_kwargs}: {error}') from None
+    except TypeError as error:
+        if not env_kwargs:
+            raise
+        raise ValueError(f'{env_id} does not take env_kwargs {env_kwargs}: {error}') from None  # a key it lacks
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change
