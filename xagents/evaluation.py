@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.envs import EpisodeScores, as_vector_env, create_envs, env_settings
+from xagents.utils.envs import EpisodeScores, as_vector_env, create_envs, settings_for
 from xagents.utils.validation import validated
 
 if TYPE_CHECKING:
@@ -83,9 +83,5 @@ def evaluate(
 def _evaluation_envs(agent: BaseAgent, env, episodes: int) -> tuple[gym.vector.VectorEnv, bool]:
     """The vector env to evaluate on and whether this module made it (and so closes it)."""
     if env is None or isinstance(env, str):
-        settings = dict(env_settings(agent.envs) or {})
-        settings['env_id'] = env or settings.get('env_id')
-        if not settings['env_id']:
-            raise ValueError("expected an env to evaluate on (the agent's envs were not made from an env id)")
-        return create_envs(n_envs=episodes, **settings), True
+        return create_envs(n_envs=episodes, **settings_for(agent.envs, env)), True
     return as_vector_env(env), False  # the caller's env: the caller closes it

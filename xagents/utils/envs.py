@@ -290,6 +290,19 @@ def env_settings(envs: gym.vector.VectorEnv) -> dict | None:
     return envs.metadata.get('xagents')
 
 
+def settings_for(envs: gym.vector.VectorEnv, env_id: str | None = None) -> dict:
+    """``make_env`` arguments for more envs like ``envs`` (evaluation, play), on ``env_id`` if given.
+
+    Raises:
+        ValueError: no ``env_id`` is given and ``envs`` were not made from one.
+    """
+    settings = dict(env_settings(envs) or {})
+    settings['env_id'] = env_id or settings.get('env_id')
+    if not settings['env_id']:
+        raise ValueError("expected an env id to play on (the agent's envs were not made from one)")
+    return settings
+
+
 def frame_stacked(envs: gym.vector.VectorEnv) -> bool:
     """Whether observations are preprocessed Atari frame stacks (replay stores them one frame each)."""
     settings = env_settings(envs) or {}

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from xagents.utils.atomic import check_writable
-from xagents.utils.envs import env_settings, make_env
+from xagents.utils.envs import make_env, settings_for
 
 logger = logging.getLogger('xagents')
 
@@ -30,10 +30,7 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
         raise ValueError(f'expected frame_frequency >= 1, got {frame_frequency}')
     if max_steps is not None and max_steps < 1:
         raise ValueError(f'expected max_steps >= 1, got {max_steps}')
-    settings = dict(env_settings(agent.envs) or {})
-    settings['env_id'] = env_id or settings.get('env_id')
-    if not settings['env_id']:
-        raise ValueError('expected an env_id to play on (the agent\'s envs were not made by create_envs)')
+    settings = settings_for(agent.envs, env_id)
     prepare_display(render)
     for directory in (video_dir, frame_dir):
         if directory:
