@@ -33,7 +33,6 @@ OUTPUT_NAME = 'actions'
 SIGNATURE_KEY = 'serving_default'
 INSTALL_HINT = "pip install 'xagents[export]'"
 
-logger = logging.getLogger(__name__)
 
 
 def _require(module: str, purpose: str) -> ModuleType:
@@ -119,14 +118,16 @@ def _onnx_bytes(concrete: tf.types.experimental.ConcreteFunction) -> bytes:
 
 @contextlib.contextmanager
 def _quiet_tensorflow():
-    """Silence TensorFlow's own warnings for a while."""
-    tf_logger = tf.get_logger()
-    level = tf_logger.level
-    tf_logger.setLevel(logging.ERROR)
+    """Silence TensorFlow's warnings and tf2onnx's progress notes for a while."""
+    loggers = [tf.get_logger(), logging.getLogger('tf2onnx')]
+    levels = [each.level for each in loggers]
+    for each in loggers:
+        each.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        tf_logger.setLevel(level)
+        for each, level in zip(loggers, levels):
+            each.setLevel(level)
 
 
 def _converted(tf2onnx: ModuleType, frozen: tf.types.experimental.ConcreteFunction) -> bytes:
@@ -202,7 +203,6 @@ def export_policy(
         _write_file(path, _tflite_bytes(module))
     else:
         _write_file(path, _onnx_bytes(module.act.get_concrete_function()))
-    logger.info('exported the policy to %s (%s)', path, format)
     return path
 
 
