@@ -301,6 +301,8 @@ def run_benchmark_command(argv: list[str]) -> None:
     parser.add_argument('--envs', nargs='+', help='env ids (instead of a suite; with --agents and --target)')
     parser.add_argument('--target', type=float, help='target eval reward of --agents x --envs')
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help='seeds of each run (default: 0 1 2)')
+    parser.add_argument('--all-seeds', action='store_true',
+                        help='run every seed of the runs a suite limits to fewer on a CPU (BipedalWalker, MuJoCo)')
     parser.add_argument('--jobs', type=int, default=1, help='runs trained at once, each its own process (default: 1)')
     parser.add_argument('--max-steps', type=int, help='step budget of every run (default: the suite\'s; 100000)')
     parser.add_argument('--eval-frequency', type=int, help='steps between evaluations (default: the suite\'s; '
@@ -323,7 +325,7 @@ def run_benchmark_command(argv: list[str]) -> None:
     else:
         jobs = [benchmark.Job(agent, env, args.target, 100_000, 10_000) for agent in args.agents for env in args.envs]
     budget = args.max_steps
-    jobs = [dataclasses.replace(job, steps=budget or job.steps,
+    jobs = [dataclasses.replace(job, steps=budget or job.steps, max_seeds=None if args.all_seeds else job.max_seeds,
                                 eval_frequency=args.eval_frequency or (max(1, budget // 10) if budget else job.eval_frequency))
             for job in jobs]
     from xagents.utils.atomic import check_writable

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xagents.benchmark import bootstrap_interval, interquartile_mean
+from xagents.benchmark import SUITES, Job, bootstrap_interval, interquartile_mean, run_benchmark
 
 
 def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir, xagents_cli):
@@ -40,6 +40,14 @@ def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir,
     assert status == 0 and '1 finished runs kept, 1 to run' in out, err
     assert os.path.getmtime('out/runs/ppo-CartPole-v1-0.json') == before[0]
     assert json.load(open('out/runs/ppo-CartPole-v1-1.json'))['evaluations'] == runs[1]['evaluations']  # seeded
+
+
+def test_a_job_limited_to_fewer_seeds_runs_only_the_first(workdir):
+    short = Job('ppo', 'CartPole-v1', 15, 256, 128, max_seeds=1)
+    records = run_benchmark([short], [3, 4], 'out', log=lambda line: None)
+    assert [record['seed'] for record in records] == [3]
+    assert [name for name in os.listdir('out/runs') if name.endswith('.json')] == ['ppo-CartPole-v1-3.json']
+    assert {job.env for jobs in SUITES.values() for job in jobs if job.max_seeds} >= {'BipedalWalker-v3'}
 
 
 @pytest.mark.parametrize('argv, message', [
