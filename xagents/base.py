@@ -232,11 +232,14 @@ class BaseAgent:
         """Resolve a model argument: a Keras model or cfg path as given, or the packaged default.
 
         The default is ``models/{ann,cnn}-<role>.cfg`` beside the agent's module, else beside its
-        base class's (TD3 uses DDPG's actor; PPO and A2C the on-policy ``xagents/models``).
+        base class's (TD3 uses DDPG's actor; PPO and A2C the on-policy ``xagents/models``). A bare
+        file name that is no file here names a packaged cfg the same way (a preset's
+        ``"actor_model": "ann-actor-256.cfg"``).
         """
-        if given is not None:
+        if given is not None and not (isinstance(given, str) and os.path.basename(given) == given
+                                      and given.endswith('.cfg') and not os.path.exists(given)):
             return given
-        name = f'{"cnn" if len(observation_space.shape) == 3 else "ann"}-{role}.cfg'
+        name = given or f'{"cnn" if len(observation_space.shape) == 3 else "ann"}-{role}.cfg'
         for klass in type(self).__mro__:
             if issubclass(klass, BaseAgent):
                 root, *inner = klass.__module__.split('.')[:-1]
@@ -753,8 +756,8 @@ class OnPolicy(BaseAgent):
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
-                 normalize_rewards: bool = False, opt_epsilon: float = 1e-7, beta1: float = 0.9,
-                 beta2: float = 0.999, **kwargs) -> None:
+                 normalize_rewards: bool = False, log_std_init: float = 0.0, opt_epsilon: float = 1e-7,
+                 beta1: float = 0.9, beta2: float = 0.999, **kwargs) -> None:
         """
         Args:
             n_steps: Steps per env in each rollout.
@@ -762,13 +765,14 @@ class OnPolicy(BaseAgent):
             normalize_rewards: Divide the rewards the agent learns from by a running standard deviation
                 of the discounted return, clipped to [-10, 10] (Baselines' VecNormalize, RL Zoo's
                 normalize); scores stay the env's; the statistics are saved with the first model.
+            log_std_init: Initial log standard deviation of Box actions (RL Zoo uses -2 on MuJoCo).
             opt_epsilon: Adam epsilon.
             beta1: Adam beta1.
             beta2: Adam beta2.
         """
         super().__init__(envs, **kwargs)
         self.optimizer_settings.update(epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
-        self.n_steps, self.lam = n_steps, lam
+        self.n_steps, self.lam, self.log_std_init = n_steps, lam, log_std_init
         self.distribution = distribution_for(envs.single_action_space)
         space = envs.single_observation_space
         per_step = self.n_envs * (space.dtype.itemsize * int(np.prod(space.shape)) + 64)
@@ -797,8 +801,8 @@ class OnPolicy(BaseAgent):
     def with_log_std(self, policy: tf.keras.Model) -> tf.keras.Model:
         """For Box actions, give ``policy`` a learned state-independent ``log_std`` (saved with it)."""
         if isinstance(self.distribution, DiagGaussian) and not hasattr(policy, 'log_std'):
-            policy.log_std = policy.add_weight(shape=(self.distribution.dim,), initializer='zeros',
-                                               name='log_std')
+            policy.log_std = policy.add_weight(shape=(self.distribution.dim,), name='log_std',
+                                               initializer=tf.keras.initializers.Constant(self.log_std_init))
         return policy
 
     def on_weights_changed(self) -> None:

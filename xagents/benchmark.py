@@ -68,6 +68,16 @@ SUITES = {
         Job('sac', 'BipedalWalker-v3', 250, 500_000, 25_000, max_seeds=1),
         Job('td3', 'BipedalWalker-v3', 250, 500_000, 25_000, max_seeds=1),
     ],
+    # Targets: RL Zoo's published score after 1M steps (one seed each there), rounded down. A CPU
+    # does the first 300k steps of one seed: --seeds 0 --max-steps 300000.
+    'mujoco': [
+        Job('sac', 'Hopper-v5', 2300, 1_000_000, 20_000), Job('td3', 'Hopper-v5', 3600, 1_000_000, 20_000),
+        Job('ppo', 'Hopper-v5', 2400, 1_000_000, 20_000),
+        Job('sac', 'Walker2d-v5', 3800, 1_000_000, 20_000), Job('td3', 'Walker2d-v5', 4700, 1_000_000, 20_000),
+        Job('ppo', 'Walker2d-v5', 3400, 1_000_000, 20_000),
+        Job('sac', 'HalfCheetah-v5', 9500, 1_000_000, 20_000), Job('td3', 'HalfCheetah-v5', 9600, 1_000_000, 20_000),
+        Job('ppo', 'HalfCheetah-v5', 5800, 1_000_000, 20_000),
+    ],
 }
 
 

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import cv2
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -258,6 +259,28 @@ def test_every_tuned_default_names_a_parameter_of_its_agent(agent):
                                          'hyperparameters.json')).read())
     for entry, settings in table.items():
         assert set(settings) <= klass.parameter_names(), (entry, set(settings) - klass.parameter_names())
+
+
+def hidden_units(model) -> list[int]:
+    """Units of the model's hidden (non-linear) dense layers, in order."""
+    return [layer.units for layer in model.layers if hasattr(layer, 'units') and layer.activation.__name__ != 'linear']
+
+
+def test_mujoco_presets_build_rl_zoos_networks_from_packaged_cfgs_and_initial_log_std(workdir):
+    """A preset names a packaged cfg by its file name; PPO's log_std starts where the preset says."""
+    from xagents import PPO, SAC, TD3
+
+    sac = SAC.from_env('Hopper-v5', seed=0)
+    assert hidden_units(sac.actor) == [256, 256] and hidden_units(sac.critic) == [256, 256, 256, 256]
+    td3 = TD3.from_env('Hopper-v5', seed=0)
+    assert hidden_units(td3.actor)[:2] == [400, 300] and sorted(hidden_units(td3.critic)) == [300, 300, 400, 400]
+    ppo = PPO.from_env('Hopper-v5', seed=0)
+    assert np.allclose(ppo.model.log_std.numpy(), -2.0) and hidden_units(ppo.model) == [256, 256, 256, 256]
+    assert np.allclose(PPO.from_env('Pendulum-v1').model.log_std.numpy(), 0.0)
+    for agent in (sac, td3, ppo):
+        agent.envs.close()
+    with pytest.raises(ValueError, match=r'^SAC ships no ann-actor-3\.cfg: pass a model'):
+        SAC.from_env('Pendulum-v1', actor_model='ann-actor-3.cfg')
 
 
 def test_a_misspelt_tuned_default_is_one_line(workdir):
