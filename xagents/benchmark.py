@@ -192,16 +192,22 @@ def summary_table(records: list[dict]):
 
 
 def markdown(table) -> str:
-    """The table as the README shows it."""
-    lines = ['| agent | env | target | reached | steps to target (95% CI) | final eval (95% CI) | wall | env steps/s |',
-             '|---|---|---|---|---|---|---|---|']
+    """The table as the README shows it, then each row's command."""
+    lines = ['| agent | env | target | reached | steps to target (95% CI) | final eval (95% CI) | wall | env steps/s '
+             '| seeds |', '|---|---|---|---|---|---|---|---|---|']
     for row in table.itertuples():
         steps = '—' if np.isnan(row.steps_to_target_mean) else (
             f'{row.steps_to_target_mean:,.0f} ({row.steps_to_target_ci[0]:,.0f}–{row.steps_to_target_ci[1]:,.0f})')
         final = '—' if np.isnan(row.final_eval_mean) else (
             f'{row.final_eval_mean:.1f} ({row.final_eval_ci[0]:.1f}–{row.final_eval_ci[1]:.1f})')
         lines.append(f'| {row.agent} | {row.env} | {row.target:g} within {row.budget:,} | {row.reached}/{row.seeds} '
-                     f'| {steps} | {final} | {row.wall_seconds_mean:.0f} s | {row.steps_per_second_mean:,.0f} |')
+                     f'| {steps} | {final} | {row.wall_seconds_mean:.0f} s | {row.steps_per_second_mean:,.0f} '
+                     f'| {row.seeds_list} |')
+    lines += ['', 'Each row runs, once per seed:', '']
+    for row in table.itertuples():
+        command = re.sub(r'--seed \d+', '--seed SEED', row.command)
+        command = re.sub(r'--history-checkpoint \S+', f'--history-checkpoint {row.agent}-{row.env}-SEED.parquet', command)
+        lines.append(f'- `{command}`')
     return '\n'.join(lines) + '\n'
 
 

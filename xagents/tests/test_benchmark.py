@@ -28,7 +28,10 @@ def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir,
     assert len(table) == 1 and table['seeds'].iloc[0] == 2
     assert table['final_eval_mean'].iloc[0] == pytest.approx(np.mean([run['final_eval'] for run in runs]))
     assert table['reached'].iloc[0] == sum(run['steps_to_target'] is not None for run in runs)
-    assert '| ppo | CartPole-v1 | 15 within 1,024 |' in open('out/results.md').read()
+    results = open('out/results.md').read()
+    assert '| ppo | CartPole-v1 | 15 within 1,024 |' in results and results.count('| 0 1 |') == 1
+    assert ('- `xagents train ppo --env CartPole-v1 --seed SEED --max-steps 1024 --eval-frequency 256 --eval-episodes 10 '
+            '--history-checkpoint ppo-CartPole-v1-SEED.parquet') in results
     for name in ('curves.png', 'aggregate.png'):
         assert os.path.getsize(f'out/{name}') > 5000
     machine = json.load(open('out/machine.json'))

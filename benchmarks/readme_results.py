@@ -1,0 +1,60 @@
+"""Put a finished `xagents benchmark` into the README: its table, commands and two figures.
+
+    python benchmarks/readme_results.py box2d /path/to/benchmark-output [--readme README.md]
+
+Replaces the text between `<!-- results:SUITE -->` and `<!-- /results:SUITE -->` with what the
+benchmark wrote (results.md, machine.json), and copies curves.png and aggregate.png to
+`img/benchmark-SUITE-curves.png` and `img/benchmark-SUITE-aggregate.png`.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def section(suite: str, output: str) -> str:
+    """The README text of one benchmark: how it was run, its table and commands, its figures."""
+    machine = json.load(open(os.path.join(output, 'machine.json')))
+    runs = [json.load(open(path)) for path in glob.glob(os.path.join(output, 'runs', '*.json'))]
+    versions = machine['versions']
+    busy = sum(run['wall_seconds'] for run in runs) / 60
+    header = (f'`{machine["command"]}` on a {machine["cpus"]}-core CPU ({len(runs)} runs, {busy:.0f} min of run '
+              f'time in all; xagents {versions["xagents"]}, TensorFlow {versions["tensorflow"]}, Gymnasium '
+              f'{versions["gymnasium"]}). Each run trains its whole budget and plays 10 deterministic episodes every '
+              f'`eval_frequency` steps; "steps to target" is the first evaluation at or above the target, "final '
+              f'eval" the last one. Means with 95% bootstrap intervals over the seeds:')
+    table = open(os.path.join(output, 'results.md')).read().strip()
+    figures = (f'![Evaluation reward of the {suite} suite against steps and time, mean and 95% interval over seeds]'
+               f'(img/benchmark-{suite}-curves.png)\n\n'
+               f'![Interquartile mean of final evaluations per agent, 0 = random policy, 1 = target]'
+               f'(img/benchmark-{suite}-aggregate.png)')
+    return f'{header}\n\n{table}\n\n{figures}'
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('suite')
+    parser.add_argument('output', help='the benchmark\'s --output directory')
+    parser.add_argument('--readme', default=os.path.join(ROOT, 'README.md'))
+    args = parser.parse_args()
+    text = open(args.readme).read()
+    start, end = f'<!-- results:{args.suite} -->', f'<!-- /results:{args.suite} -->'
+    if start not in text or end not in text:
+        raise SystemExit(f'{args.readme} has no {start} ... {end} block')
+    text = re.sub(re.escape(start) + '.*?' + re.escape(end),
+                  lambda _: f'{start}\n{section(args.suite, args.output)}\n{end}', text, flags=re.S)
+    for name in ('curves', 'aggregate'):
+        shutil.copyfile(os.path.join(args.output, f'{name}.png'), os.path.join(ROOT, 'img', f'benchmark-{args.suite}-{name}.png'))
+    with open(args.readme, 'w') as file:
+        file.write(text)
+    print(f'{args.readme}: {args.suite} results from {args.output}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,122 @@
+"""Stable-Baselines3 with RL Zoo's tuned settings: the side of `benchmarks/versus_sb3.py` that is not xagents.
+
+Runs in its own virtual environment (SB3 is a comparison, not a dependency of xagents)::
+
+    python -m venv sb3 && sb3/bin/pip install stable-baselines3 'gymnasium[box2d,atari,mujoco]' opencv-python-headless
+    sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole --seed 0
+
+Prints one JSON line: the env steps taken and, for a target, the steps at which it was reached;
+for a throughput case, env steps per second after the warm-up (the random-action steps and the
+first update).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3 import PPO, SAC, TD3
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_atari_env, make_vec_env
+from stable_baselines3.common.noise import NormalActionNoise
+from stable_baselines3.common.vec_env import VecFrameStack
+
+
+def linear(start: float):
+    """RL Zoo's lin_<start>: decays linearly to 0 over the run."""
+    return lambda remaining: remaining * start
+
+
+class StopAtMean(BaseCallback):
+    """Stop once the mean return of the last ``window`` finished episodes reaches ``target``."""
+
+    def __init__(self, target: float, window: int) -> None:
+        super().__init__()
+        self.target, self.window, self.reached = target, window, None
+
+    def _on_step(self) -> bool:
+        returns = [info['r'] for info in self.model.ep_info_buffer][-self.window:]
+        if len(returns) == self.window and np.mean(returns) >= self.target:
+            self.reached = self.num_timesteps
+            return False
+        return True
+
+
+class Clock(BaseCallback):
+    """Record the time and step count once ``after`` env steps have passed (the warm-up's end)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.start = after, None
+
+    def _on_step(self) -> bool:
+        if self.start is None and self.num_timesteps >= self.after:
+            self.start = (time.perf_counter(), self.num_timesteps)
+        return True
+
+
+def ppo_cartpole(seed: int) -> dict:
+    env = make_vec_env('CartPole-v1', n_envs=8, seed=seed)
+    model = PPO('MlpPolicy', env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed)
+    stop = StopAtMean(475, 100)
+    model.learn(100_000, callback=stop)
+    return {'steps': model.num_timesteps, 'reached': stop.reached}
+
+
+def sac_pendulum(seed: int) -> dict:
+    env = make_vec_env('Pendulum-v1', n_envs=1, seed=seed)
+    model = SAC('MlpPolicy', env, learning_rate=1e-3, seed=seed)
+    stop = StopAtMean(-200, 20)
+    model.learn(20_000, callback=stop)
+    return {'steps': model.num_timesteps, 'reached': stop.reached}
+
+
+def ppo_pong(seed: int) -> dict:
+    env = VecFrameStack(make_atari_env('PongNoFrameskip-v4', n_envs=8, seed=seed), n_stack=4)
+    model = PPO('CnnPolicy', env, n_steps=128, n_epochs=4, batch_size=256, learning_rate=linear(2.5e-4),
+                clip_range=linear(0.1), vf_coef=0.5, ent_coef=0.01, seed=seed)
+    model.learn(10_240)
+    return {'steps': model.num_timesteps, 'reached': None}
+
+
+def throughput(algo: str, env_id: str, seed: int, steps: int, warmup: int) -> dict:
+    """RL Zoo's MuJoCo settings with a short random warm-up; steps/s after it and the first update."""
+    env = make_vec_env(env_id, n_envs=1, seed=seed)
+    if algo == 'sac':
+        model = SAC('MlpPolicy', env, learning_starts=warmup, seed=seed)  # 256-256, batch 256
+    else:
+        noise = NormalActionNoise(np.zeros(env.action_space.shape), 0.1 * np.ones(env.action_space.shape))
+        model = TD3('MlpPolicy', env, learning_starts=warmup, learning_rate=1e-3, batch_size=256, action_noise=noise,
+                    policy_kwargs={'net_arch': [400, 300]}, seed=seed)
+    clock = Clock(warmup + 10)
+    model.learn(steps, callback=clock)
+    started, at = clock.start
+    return {'steps': model.num_timesteps, 'steps_per_second': (model.num_timesteps - at) / (time.perf_counter() - started)}
+
+
+CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong': ppo_pong,
+         'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
+         'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('case', choices=list(CASES))
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all')
+    parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
+    args = parser.parse_args()
+    gym.register_envs(ale_py)
+    gym.logger.min_level = 40
+    extra = (args.steps, args.warmup) if args.case.endswith('hopper') else ()
+    print(json.dumps({'case': args.case, 'seed': args.seed, 'torch_threads': torch.get_num_threads(),
+                      **CASES[args.case](args.seed, *extra)}))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,111 @@
+"""xagents against Stable-Baselines3 + RL Zoo settings, side by side, seed by seed; prints the figures.
+
+Each case runs both libraries in turn for every seed as whole processes (imports, graph tracing
+and all), each with its own tuned settings, on an otherwise idle machine::
+
+    python benchmarks/versus_sb3.py --sb3-python sb3/bin/python [--cases ppo-cartpole ...] [--seeds 0 1 2]
+
+(`benchmarks/sb3_baseline.py` says how to make the SB3 environment.) Cases:
+
+- ppo-cartpole: PPO to a 100-episode training mean of 475 on CartPole-v1, wall seconds.
+- sac-pendulum: SAC to a 20-episode training mean of -200 on Pendulum-v1, wall seconds.
+- ppo-pong: PPO on PongNoFrameskip-v4, 8 envs, 10,240 env steps, wall seconds.
+- sac-hopper, td3-hopper: env steps/s on Hopper-v5 after a 1,000-step random warm-up and the first
+  update, at the same network sizes (SAC 256-256, TD3 400-300) and one gradient step per env step.
+
+Ratios are of the medians over the seeds: xagents / SB3 for seconds, SB3 / xagents for steps/s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+XAGENTS = {
+    'ppo-cartpole': ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '475', '--max-steps', '300000'],
+    'sac-pendulum': ['train', 'sac', '--env', 'Pendulum-v1', '--target-reward', '-200', '--max-steps', '20000'],
+    'ppo-pong': ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '8', '--max-steps', '10240'],
+}
+THROUGHPUT = {'sac-hopper': ('sac', 'Hopper-v5'), 'td3-hopper': ('td3', 'Hopper-v5')}
+
+
+def timed(command: list[str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+    if result.returncode != 0:
+        raise SystemExit(f'{" ".join(command)} failed: {result.stderr.strip()[-2000:]}')
+    return time.perf_counter() - start, result.stdout
+
+
+def xagents_run(case: str, seed: int, steps: int, warmup: int) -> dict:
+    if case in THROUGHPUT:
+        agent, env = THROUGHPUT[case]
+        _, out = timed([sys.executable, __file__, '--xagents-throughput', agent, env, str(seed), str(steps), str(warmup)])
+        return json.loads(out.strip().splitlines()[-1])
+    seconds, out = timed([sys.executable, '-m', 'xagents.cli', *XAGENTS[case], '--seed', str(seed)])
+    reached = re.search(r'Reward achieved in (\d+) steps', out)
+    return {'seconds': seconds, 'reached': int(reached.group(1)) if reached else None}
+
+
+def sb3_run(python: str, case: str, seed: int, steps: int, warmup: int) -> dict:
+    seconds, out = timed([python, os.path.join(HERE, 'sb3_baseline.py'), case, '--seed', str(seed),
+                          '--steps', str(steps), '--warmup', str(warmup)])
+    return {'seconds': seconds, **json.loads(out.strip().splitlines()[-1])}
+
+
+def xagents_throughput(agent: str, env: str, seed: int, steps: int, warmup: int) -> None:
+    """In this process: the preset with a short warm-up and one gradient step per env step; print steps/s after it."""
+    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    from xagents.registry import agent_class
+
+    agent = agent_class(agent).from_env(env, seed=seed, quiet=True, buffer_initial_size=warmup)
+    try:
+        agent.fit(max_steps=warmup + 2 * agent.update_every)  # random steps, then the first (tracing) update
+        start, at = time.perf_counter(), agent.steps
+        agent.fit(max_steps=steps - agent.steps)
+        print(json.dumps({'steps': agent.steps, 'steps_per_second': (agent.steps - at) / (time.perf_counter() - start),
+                          'gradient_steps_per_env_step': agent.gradient_steps / agent.update_every}))
+    finally:
+        agent.envs.close()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ['--xagents-throughput']:
+        agent, env, seed, steps, warmup = sys.argv[2:7]
+        return xagents_throughput(agent, env, int(seed), int(steps), int(warmup))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--sb3-python', required=True, help='python of a virtual environment with stable-baselines3')
+    parser.add_argument('--cases', nargs='+', choices=[*XAGENTS, *THROUGHPUT], default=[*XAGENTS, *THROUGHPUT])
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all (default: 6000)')
+    parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random steps first (default: 1000)')
+    args = parser.parse_args()
+    for case in args.cases:
+        ours, theirs = [], []
+        for seed in args.seeds:
+            ours.append(xagents_run(case, seed, args.steps, args.warmup))
+            theirs.append(sb3_run(args.sb3_python, case, seed, args.steps, args.warmup))
+            print(f'{case} seed {seed}: xagents {describe(ours[-1])}; SB3 {describe(theirs[-1])}', flush=True)
+        if case in THROUGHPUT:
+            mine, base = (statistics.median(run['steps_per_second'] for run in runs) for runs in (ours, theirs))
+            print(f'{case}: median env steps/s xagents {mine:,.0f}, SB3 {base:,.0f}: {mine / base:.1f}x SB3\n', flush=True)
+        else:
+            mine, base = (statistics.median(run['seconds'] for run in runs) for runs in (ours, theirs))
+            print(f'{case}: median wall xagents {mine:.1f} s, SB3 {base:.1f} s: {mine / base:.2f}x SB3\n', flush=True)
+
+
+def describe(run: dict) -> str:
+    if 'steps_per_second' in run:
+        return f'{run["steps_per_second"]:,.0f} env steps/s'
+    reached = f', target at {run["reached"]:,} steps' if run.get('reached') else ''
+    return f'{run["seconds"]:.1f} s{reached}'
+
+
+if __name__ == '__main__':
+    main()
