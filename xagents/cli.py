@@ -297,8 +297,9 @@ def run_benchmark_command(argv: list[str]) -> None:
 
     parser = ArgumentParser(prog='xagents benchmark', description=COMMANDS['benchmark'] + '.', allow_abbrev=False)
     parser.add_argument('--suite', choices=list(benchmark.SUITES), help='a suite of agents, envs, targets and budgets')
-    parser.add_argument('--agents', nargs='+', choices=list(AGENTS), help='agents (instead of a suite)')
-    parser.add_argument('--envs', nargs='+', help='env ids (instead of a suite; with --agents and --target)')
+    parser.add_argument('--agents', nargs='+', choices=list(AGENTS),
+                        help='agents: with --envs and --target instead of a suite, or some of a suite\'s')
+    parser.add_argument('--envs', nargs='+', help='env ids: with --agents and --target, or some of a suite\'s')
     parser.add_argument('--target', type=float, help='target eval reward of --agents x --envs')
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help='seeds of each run (default: 0 1 2)')
     parser.add_argument('--all-seeds', action='store_true',
@@ -313,15 +314,21 @@ def run_benchmark_command(argv: list[str]) -> None:
         parser.print_help()
         return
     args = parser.parse_args(argv)
-    if bool(args.suite) == bool(args.agents or args.envs):
+    if not args.suite and not (args.agents or args.envs):
         fail('xagents benchmark: error: expected --suite, or --agents with --envs and --target')
-    if args.agents and (not args.envs or args.target is None):
+    if not args.suite and (not args.agents or not args.envs or args.target is None):
         fail('xagents benchmark: error: --agents needs --envs and --target')
+    if args.suite and args.target is not None:
+        fail(f'xagents benchmark: error: suite {args.suite} sets its own targets: drop --target')
     for name in ('jobs', 'max_steps', 'eval_frequency'):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             fail(f'xagents benchmark: error: expected --{name.replace("_", "-")} >= 1, got {getattr(args, name)}')
-    if args.suite:
-        jobs = benchmark.SUITES[args.suite]
+    if args.suite:  # --agents and --envs pick some of its jobs
+        jobs = [job for job in benchmark.SUITES[args.suite]
+                if job.agent in (args.agents or [job.agent]) and job.env in (args.envs or [job.env])]
+        if not jobs:
+            fail(f'xagents benchmark: error: suite {args.suite} has no run of {" ".join(args.agents or ["any agent"])} '
+                 f'on {" ".join(args.envs or ["any env"])}')
     else:
         jobs = [benchmark.Job(agent, env, args.target, 100_000, 10_000) for agent in args.agents for env in args.envs]
     budget = args.max_steps

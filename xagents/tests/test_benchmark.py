@@ -53,9 +53,19 @@ def test_a_job_limited_to_fewer_seeds_runs_only_the_first(workdir):
     assert {job.env for jobs in SUITES.values() for job in jobs if job.max_seeds} >= {'BipedalWalker-v3'}
 
 
+def test_agents_and_envs_pick_runs_of_a_suite_with_its_targets(workdir, xagents_cli):
+    status, _, err = xagents_cli('benchmark', '--suite', 'classic', '--agents', 'ppo', '--envs', 'Acrobot-v1',
+                                 '--seeds', '0', '--max-steps', '512', '--output', 'out')
+    assert status == 0, err
+    assert sorted(name for name in os.listdir('out/runs') if name.endswith('.json')) == ['ppo-Acrobot-v1-0.json']
+    assert json.load(open('out/runs/ppo-Acrobot-v1-0.json'))['target'] == -100
+
+
 @pytest.mark.parametrize('argv, message', [
     (['--suite', 'nope'], "argument --suite: invalid choice: 'nope'"),
-    (['--suite', 'classic', '--agents', 'ppo'], 'expected --suite, or --agents with --envs and --target'),
+    (['--seeds', '0'], 'expected --suite, or --agents with --envs and --target'),
+    (['--suite', 'classic', '--target', '1'], 'suite classic sets its own targets: drop --target'),
+    (['--suite', 'mujoco', '--agents', 'dqn'], 'suite mujoco has no run of dqn on any env'),
     (['--agents', 'ppo', '--envs', 'CartPole-v1'], '--agents needs --envs and --target'),
     (['--suite', 'classic', '--jobs', '0'], 'expected --jobs >= 1, got 0'),
 ])
