@@ -4,10 +4,11 @@ Runs in its own virtual environment (SB3 is a comparison, not a dependency of xa
 
     python -m venv sb3 && sb3/bin/pip install stable-baselines3 'gymnasium[box2d,atari,mujoco]' opencv-python-headless
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole --seed 0
+    sb3/bin/python benchmarks/sb3_baseline.py mujoco --algo ppo --env Hopper-v5 --steps 300000 --seed 0
 
 Prints one JSON line: the env steps taken and, for a target, the steps at which it was reached;
 for a throughput case, env steps per second after the warm-up (the random-action steps and the
-first update).
+first update); for mujoco, a line per evaluation (10 deterministic episodes) and then all of them.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from stable_baselines3 import PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_atari_env, make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise
-from stable_baselines3.common.vec_env import VecFrameStack
+from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
 
 def linear(start: float):
@@ -99,6 +100,66 @@ def throughput(algo: str, env_id: str, seed: int, steps: int, warmup: int) -> di
     return {'steps': model.num_timesteps, 'steps_per_second': (model.num_timesteps - at) / (time.perf_counter() - started)}
 
 
+ZOO_PPO_MUJOCO = {  # RL Zoo's ppo.yml (v4 entries), all with normalize: true and one env
+    'Hopper-v5': dict(batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05, ent_coef=0.00229519,
+                      clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
+                      policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=torch.nn.ReLU,
+                                         net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    'Walker2d-v5': dict(batch_size=32, n_steps=512, gamma=0.99, learning_rate=5.05041e-05, ent_coef=0.000585045,
+                        clip_range=0.1, n_epochs=20, gae_lambda=0.95, max_grad_norm=1, vf_coef=0.871923),
+    'HalfCheetah-v5': dict(batch_size=64, n_steps=512, gamma=0.98, learning_rate=2.0633e-05, ent_coef=0.000401762,
+                           clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096,
+                           policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn=torch.nn.ReLU,
+                                              net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+}
+
+
+class Evaluations(BaseCallback):
+    """Every ``frequency`` env steps, the mean return of 10 deterministic episodes (observations
+    normalised with the training statistics, as RL Zoo evaluates)."""
+
+    def __init__(self, env_id: str, frequency: int, seed: int) -> None:
+        super().__init__()
+        self.env_id, self.frequency, self.seed, self.evaluations = env_id, frequency, seed, []
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps % self.frequency == 0:
+            env, returns = gym.make(self.env_id), []
+            normalize = self.model.get_vec_normalize_env()
+            for episode in range(10):
+                observation, _ = env.reset(seed=10_000 + self.seed * 100 + episode)
+                done, total = False, 0.0
+                while not done:
+                    if normalize is not None:
+                        observation = normalize.normalize_obs(observation)
+                    action, _ = self.model.predict(observation, deterministic=True)
+                    observation, reward, terminated, truncated, _ = env.step(action)
+                    total, done = total + reward, terminated or truncated
+                returns.append(total)
+            self.evaluations.append((self.num_timesteps, float(np.mean(returns))))
+            print(json.dumps({'step': self.num_timesteps, 'eval': self.evaluations[-1][1]}), flush=True)
+        return True
+
+
+def mujoco(algo: str, env_id: str, seed: int, steps: int, frequency: int) -> dict:
+    """RL Zoo's MuJoCo settings for ``algo``, evaluated every ``frequency`` steps; the evaluations."""
+    env = make_vec_env(env_id, n_envs=1, seed=seed)
+    if algo == 'ppo':
+        env = VecNormalize(env, gamma=ZOO_PPO_MUJOCO[env_id]['gamma'])
+        model = PPO('MlpPolicy', env, seed=seed, **ZOO_PPO_MUJOCO[env_id])
+    elif algo == 'sac':
+        model = SAC('MlpPolicy', env, learning_starts=10_000, seed=seed)
+    else:
+        noise = NormalActionNoise(np.zeros(env.action_space.shape), 0.1 * np.ones(env.action_space.shape))
+        model = TD3('MlpPolicy', env, learning_starts=10_000, learning_rate=1e-3, batch_size=256, action_noise=noise,
+                    policy_kwargs={'net_arch': [400, 300]}, seed=seed)
+    evaluations = Evaluations(env_id, frequency, seed)
+    start = time.perf_counter()
+    model.learn(steps, callback=evaluations)
+    return {'steps': model.num_timesteps, 'train_seconds': time.perf_counter() - start,
+            'evaluations': evaluations.evaluations}
+
+
 CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong': ppo_pong,
          'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
          'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup)}
@@ -106,16 +167,21 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('case', choices=list(CASES))
+    parser.add_argument('case', choices=[*CASES, 'mujoco'])
+    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3'], help='mujoco: the algorithm')
+    parser.add_argument('--env', default='Hopper-v5', help='mujoco: the env (default: Hopper-v5)')
+    parser.add_argument('--eval-frequency', type=int, default=20_000, help='mujoco: steps between evaluations')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all')
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
     args = parser.parse_args()
     gym.register_envs(ale_py)
     gym.logger.min_level = 40
-    extra = (args.steps, args.warmup) if args.case.endswith('hopper') else ()
-    print(json.dumps({'case': args.case, 'seed': args.seed, 'torch_threads': torch.get_num_threads(),
-                      **CASES[args.case](args.seed, *extra)}))
+    if args.case == 'mujoco':
+        result = mujoco(args.algo, args.env, args.seed, args.steps, args.eval_frequency)
+    else:
+        result = CASES[args.case](args.seed, *((args.steps, args.warmup) if args.case.endswith('hopper') else ()))
+    print(json.dumps({'case': args.case, 'seed': args.seed, 'torch_threads': torch.get_num_threads(), **result}))
 
 
 if __name__ == '__main__':
