@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,11 +25,14 @@ def section(suite: str, output: str) -> str:
     runs = [json.load(open(path)) for path in glob.glob(os.path.join(output, 'runs', '*.json'))]
     versions = machine['versions']
     busy = sum(run['wall_seconds'] for run in runs) / 60
-    header = (f'`{machine["command"]}` on a {machine["cpus"]}-core CPU ({len(runs)} runs, {busy:.0f} min of run '
+    command = re.sub(r' --output \S+', '', machine['command'])
+    header = (f'`{command}` on a {machine["cpus"]}-core CPU ({len(runs)} runs, {busy:.0f} min of run '
               f'time in all; xagents {versions["xagents"]}, TensorFlow {versions["tensorflow"]}, Gymnasium '
               f'{versions["gymnasium"]}). Each run trains its whole budget and plays 10 deterministic episodes every '
               f'`eval_frequency` steps; "steps to target" is the first evaluation at or above the target, "final '
-              f'eval" the last one. Means with 95% bootstrap intervals over the seeds:')
+              f'eval" the last one; wall time counts the runs that trained beside it. Means with 95% bootstrap intervals '
+              f'over the seeds:')
+    header = textwrap.fill(header, 110, break_on_hyphens=False, break_long_words=False)
     table = open(os.path.join(output, 'results.md')).read().strip()
     figures = (f'![Evaluation reward of the {suite} suite against steps and time, mean and 95% interval over seeds]'
                f'(img/benchmark-{suite}-curves.png)\n\n'

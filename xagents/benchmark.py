@@ -145,13 +145,19 @@ def seeds_of(job: Job, seeds: list[int]) -> list[int]:
     return seeds[:job.max_seeds] if job.max_seeds else seeds
 
 
-def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int = 1, log=print) -> list[dict]:
-    """Run every job x seed not finished yet (``workers`` at a time); return all runs' records."""
-    os.makedirs(os.path.join(output, 'runs'), exist_ok=True)
+def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int = 1, log=print,
+                  run_pending: bool = True) -> list[dict]:
+    """Run every job x seed not finished yet (``workers`` at a time; none unless ``run_pending``);
+    return the finished runs' records."""
+    if run_pending:
+        os.makedirs(os.path.join(output, 'runs'), exist_ok=True)
     runs = [(job, seed) for job in jobs for seed in seeds_of(job, seeds)]
     pending = [(job, seed) for job, seed in runs if not os.path.exists(run_path(output, job, seed))]
     done = len(runs) - len(pending)
-    if done:
+    if not run_pending:
+        log(f'{done} finished runs summarised, {len(pending)} not run')
+        pending = []
+    elif done:
         log(f'{done} finished runs kept, {len(pending)} to run')
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(run_one, job, seed, output): (job, seed) for job, seed in pending}
@@ -162,8 +168,9 @@ def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int =
                 f'{record["wall_seconds"]:.0f} s')
     records = []
     for job, seed in runs:
-        with open(run_path(output, job, seed)) as file:
-            records.append(json.load(file))
+        if os.path.exists(run_path(output, job, seed)):
+            with open(run_path(output, job, seed)) as file:
+                records.append(json.load(file))
     return records
 
 

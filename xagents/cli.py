@@ -304,6 +304,8 @@ def run_benchmark_command(argv: list[str]) -> None:
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help='seeds of each run (default: 0 1 2)')
     parser.add_argument('--all-seeds', action='store_true',
                         help='run every seed of the runs a suite limits to fewer on a CPU (BipedalWalker, MuJoCo)')
+    parser.add_argument('--summarize-only', action='store_true',
+                        help='run nothing: summarise the runs already finished in --output')
     parser.add_argument('--jobs', type=int, default=1, help='runs trained at once, each its own process (default: 1)')
     parser.add_argument('--max-steps', type=int, help='step budget of every run (default: the suite\'s; 100000)')
     parser.add_argument('--eval-frequency', type=int, help='steps between evaluations (default: the suite\'s; '
@@ -337,16 +339,20 @@ def run_benchmark_command(argv: list[str]) -> None:
             for job in jobs]
     from xagents.utils.atomic import check_writable
 
+    if args.summarize_only and not os.path.isdir(os.path.join(args.output, 'runs')):
+        fail(f'xagents benchmark: error: no finished run of these in {args.output}')
     try:
         check_writable(args.output, directory=True)
     except ValueError as error:
         fail(f'xagents benchmark: error: {error}')
     try:
-        records = benchmark.run_benchmark(jobs, args.seeds, args.output, args.jobs)
+        records = benchmark.run_benchmark(jobs, args.seeds, args.output, args.jobs, run_pending=not args.summarize_only)
     except RuntimeError as error:
         fail(f'xagents benchmark: error: {error}', 1)
     except KeyboardInterrupt:
         fail('xagents benchmark: interrupted; finished runs are kept and skipped next time', 130)
+    if not records:
+        fail(f'xagents benchmark: error: no finished run of these in {args.output}')
     print(benchmark.write_summary(records, args.output, args.seeds))
     print(f'Results in {args.output}/ (results.md, results.parquet, curves.png, aggregate.png, machine.json)')
 

@@ -37,6 +37,11 @@ def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir,
     machine = json.load(open('out/machine.json'))
     assert machine['seeds'] == [0, 1] and machine['versions']['tensorflow'] and machine['cpus'] >= 1
 
+    status, out, err = xagents_cli('benchmark', '--agents', 'ppo', 'a2c', '--envs', 'CartPole-v1', '--target', '15',
+                                   '--seeds', '0', '1', '--max-steps', '1024', '--output', 'out', '--summarize-only')
+    assert status == 0 and '2 finished runs summarised, 2 not run' in out, err
+    assert not os.path.exists('out/runs/a2c-CartPole-v1-0.json') and len(pd.read_parquet('out/results.parquet')) == 1
+
     before = {seed: os.path.getmtime(f'out/runs/ppo-CartPole-v1-{seed}.json') for seed in (0, 1)}
     os.remove('out/runs/ppo-CartPole-v1-1.json')
     status, out, err = xagents_cli(*argv)
@@ -66,13 +71,14 @@ def test_agents_and_envs_pick_runs_of_a_suite_with_its_targets(workdir, xagents_
     (['--seeds', '0'], 'expected --suite, or --agents with --envs and --target'),
     (['--suite', 'classic', '--target', '1'], 'suite classic sets its own targets: drop --target'),
     (['--suite', 'mujoco', '--agents', 'dqn'], 'suite mujoco has no run of dqn on any env'),
+    (['--suite', 'classic', '--summarize-only', '--output', 'empty'], 'no finished run of these in empty'),
     (['--agents', 'ppo', '--envs', 'CartPole-v1'], '--agents needs --envs and --target'),
     (['--suite', 'classic', '--jobs', '0'], 'expected --jobs >= 1, got 0'),
 ])
 def test_bad_benchmark_flags_are_one_line_status_2(workdir, xagents_cli, argv, message):
     status, _, err = xagents_cli('benchmark', *argv)
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1
-    assert not os.path.exists('benchmark')
+    assert not os.path.exists('benchmark') and not os.path.exists('empty')
 
 
 def test_a_failing_run_stops_the_benchmark_with_one_line(workdir, xagents_cli):
