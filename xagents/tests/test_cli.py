@@ -50,10 +50,10 @@ REFERENCE_DEFAULTS = {
                            'rmsprop_epsilon': 1e-5}),
     'acer': ('Acrobot-v1', {'lr': 7e-4, 'n_steps': 20, 'replay_ratio': 4.0, 'importance_c': 10.0, 'delta': 1.0}),
     'trpo': ('Acrobot-v1', {'lr': 1e-3, 'max_kl': 0.01, 'cg_damping': 0.1}),
-    'dqn': ('MountainCar-v0', {'lr': 1e-4, 'buffer_batch_size': 32, 'target_update_interval': 2500}),
-    'ddpg': ('MountainCarContinuous-v0', {'lr': 1e-3, 'tau': 0.005}),
-    'td3': ('MountainCarContinuous-v0', {'lr': 1e-3, 'policy_delay': 2, 'policy_noise_coef': 0.2, 'noise_clip': 0.5}),
-    'sac': ('MountainCarContinuous-v0', {'lr': 3e-4, 'tau': 0.005, 'buffer_batch_size': 256}),
+    'dqn': ('Taxi-v4', {'lr': 1e-4, 'buffer_batch_size': 32, 'target_update_interval': 2500}),
+    'ddpg': ('InvertedPendulum-v5', {'lr': 1e-3, 'tau': 0.005}),
+    'td3': ('InvertedPendulum-v5', {'lr': 1e-3, 'policy_delay': 2, 'policy_noise_coef': 0.2, 'noise_clip': 0.5}),
+    'sac': ('InvertedPendulum-v5', {'lr': 3e-4, 'tau': 0.005, 'buffer_batch_size': 256}),
 }
 
 
