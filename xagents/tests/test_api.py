@@ -176,7 +176,8 @@ def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli
         run = agent.fit(max_steps=1280)
         assert 0 < run.best_reward <= 10  # episodes cut at 10 steps
         status, out, err = xagents_cli('train', 'ppo', '--env', 'LunarLander-v3', '--env-kwargs', 'continuous=True',
-                                       'gravity=-9.0', '--max-steps', '64', '--n-steps', '16', '--n-envs', '2')
+                                       'gravity=-9.0', '--max-steps', '64', '--n-steps', '16', '--n-envs', '2',
+                                       '--mini-batches', '4')
         assert status == 0, err
         continuous = PPO.from_env('LunarLander-v3', env_kwargs={'continuous': True}, quiet=True, n_envs=1)
         assert isinstance(continuous.envs.single_action_space, gym.spaces.Box)

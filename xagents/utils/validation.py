@@ -23,6 +23,7 @@ RULES: dict[str, tuple[Callable[[float], bool], str]] = {
     'coefficient': (lambda x: x >= 0, '{name} >= 0'),
     'count': (lambda x: x >= 1, '{name} >= 1'),
     'steps': (lambda x: x >= 0, '{name} >= 0'),
+    'real': (lambda x: True, 'a finite {name}'),  # any finite number (a log, which may be negative)
 }
 
 KINDS: dict[str, str] = {
@@ -43,6 +44,7 @@ KINDS: dict[str, str] = {
                      'eval_frequency', 'eval_episodes', 'frame_frequency', 'episodes', 'save_frequency',
                      'save_keep'), 'count'),
     **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed'), 'steps'),
+    'log_std_init': 'real',
 }
 
 
