@@ -25,7 +25,7 @@ def section(suite: str, output: str) -> str:
     runs = [json.load(open(path)) for path in glob.glob(os.path.join(output, 'runs', '*.json'))]
     versions = machine['versions']
     busy = sum(run['wall_seconds'] for run in runs) / 60
-    command = re.sub(r' --output \S+', '', machine['command'])
+    command = re.sub(r' --output \S+| --summarize-only', '', machine['command'])
     header = (f'`{command}` on a {machine["cpus"]}-core CPU ({len(runs)} runs, {busy:.0f} min of run '
               f'time in all; xagents {versions["xagents"]}, TensorFlow {versions["tensorflow"]}, Gymnasium '
               f'{versions["gymnasium"]}). Each run trains its whole budget and plays 10 deterministic episodes every '
