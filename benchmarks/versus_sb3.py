@@ -61,18 +61,12 @@ def sb3_run(python: str, case: str, seed: int, steps: int, warmup: int) -> dict:
 
 def xagents_throughput(agent: str, env: str, seed: int, steps: int, warmup: int) -> None:
     """In this process: the preset with a short warm-up and one gradient step per env step; print steps/s after it."""
-    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    from off_policy_speed import throughput  # beside this script
+
     from xagents.registry import agent_class
 
-    agent = agent_class(agent).from_env(env, seed=seed, quiet=True, buffer_initial_size=warmup)
-    try:
-        agent.fit(max_steps=warmup + 2 * agent.update_every)  # random steps, then the first (tracing) update
-        start, at = time.perf_counter(), agent.steps
-        agent.fit(max_steps=steps - agent.steps)
-        print(json.dumps({'steps': agent.steps, 'steps_per_second': (agent.steps - at) / (time.perf_counter() - start),
-                          'gradient_steps_per_env_step': agent.gradient_steps / agent.update_every}))
-    finally:
-        agent.envs.close()
+    speed, ratio = throughput(agent_class(agent), env, steps - warmup, seed, buffer_initial_size=warmup)
+    print(json.dumps({'steps_per_second': speed, 'gradient_steps_per_env_step': ratio}))
 
 
 def main() -> None:

@@ -34,7 +34,6 @@ SIGNATURE_KEY = 'serving_default'
 INSTALL_HINT = "pip install 'xagents[export]'"
 
 
-
 def _require(module: str, purpose: str) -> ModuleType:
     """Import ``module`` or raise a one-line ImportError that names the extra to install."""
     try:
