@@ -20,10 +20,11 @@ import numpy as np
 import tensorflow as tf
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from xagents.utils.buffers import (PrioritizedReplayBuffer, ReplayBuffer, RolloutBuffer, buffer_state,
+from xagents.utils.buffers import (PrioritizedReplayBuffer, ReplayBuffer, Rollout, RolloutBuffer, buffer_state,
                                    restore_buffer_state)
 from xagents.callbacks import (Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, Saves,
                                TensorBoard, Wandb)
+from xagents.distributed import Segment, WorkerPool, join, require_ray
 from xagents.evaluation import EvaluationResult, evaluate
 from xagents.run import Episode, Run
 from xagents.utils.atomic import atomic_write, check_writable, remove_stale_temporaries
@@ -101,6 +102,8 @@ class BaseAgent:
         plateau_reduce_patience: int = 10,
         early_stop_patience: int = 3,
         normalize_observations: bool = False,
+        workers: int | None = None,
+        ray_address: str | None = None,
         quiet: bool = False,
     ) -> None:
         """Check the env against the agent and set up the shared machinery.
@@ -123,6 +126,10 @@ class BaseAgent:
                 deviation, clipped (Baselines' VecNormalize and DDPG, RL Zoo's normalize); the statistics
                 are updated while collecting only, frozen when acting outside training, and saved with
                 the first model.
+            workers: Collect experience on this many Ray workers, each with n_envs envs (pip install
+                'xagents[distributed]'); the agent learns from workers x n_envs envs.
+            ray_address: Join this Ray cluster (``ray start --head`` prints it) instead of starting a local
+                Ray instance for each fit.
             quiet: Log nothing.
         """
         if not isinstance(envs.single_observation_space, gym.spaces.Box):
@@ -145,8 +152,17 @@ class BaseAgent:
         for path in [*(checkpoints or ()), history_checkpoint]:
             if path and outputs.count(os.path.realpath(path)) > 1:
                 raise ValueError(f'expected a path of its own for each checkpoint and the history, got {path} twice')
+        if workers:
+            require_ray()
+            if env_settings(envs) is None:
+                raise ValueError('workers make their envs from an env id: build the agent with from_env '
+                                 '(or envs made by create_envs)')
+        elif ray_address:
+            raise ValueError('ray_address is where workers run: give workers too')
         self.envs = envs
-        self.n_envs = envs.num_envs
+        self.workers, self.ray_address = workers, ray_address
+        self.n_envs = envs.num_envs * (workers or 1)  # the envs the agent learns from
+        self.pool: WorkerPool | None = None  # the workers of the fit in progress
         self.gamma = gamma
         self.seed = seed
         self.checkpoints = list(checkpoints) if checkpoints else None
@@ -179,6 +195,7 @@ class BaseAgent:
         self.weights_loaded: list[str] = []
         self.training_started = False  # envs reset and stepped by a run
         self.forwards: list[Forward] = []  # acting passes, refreshed when weights change
+        self.weights_version = 0  # counts weight changes: workers get new weights when it moves
         self.finished_episodes: list[Episode] = []  # since the run last took them
 
     # ----------------------------------------------------------------- construction helpers
@@ -384,7 +401,7 @@ class BaseAgent:
         write_manifest(path, {
             'agent': type(self).__name__, 'identity': self.identity(), 'steps': self.steps, 'files': files,
             'hyperparameters': hyperparameters, 'unsaved': unsaved,
-            'env': settings and {**settings, 'n_envs': self.n_envs,
+            'env': settings and {**settings, 'n_envs': self.envs.num_envs,
                                  'async_envs': isinstance(self.envs, gym.vector.AsyncVectorEnv)},
             'training_state': self.training_state(),
         })
@@ -481,6 +498,59 @@ class BaseAgent:
         """Called after weights change outside ``train_step`` (loading, updates): refresh acting passes."""
         for forward in self.forwards:
             forward.refresh()
+        self.weights_version += 1
+
+    def acting_weights(self) -> list[np.ndarray]:
+        """The weights of every model the agent acts with, in order (what workers receive)."""
+        return [weight for forward in self.forwards for model in forward.models for weight in model.get_weights()]
+
+    def set_acting_weights(self, weights: list[np.ndarray]) -> None:
+        """Take weights from :meth:`acting_weights` of an agent built alike."""
+        offset = 0
+        for forward in self.forwards:
+            for model in forward.models:
+                count = len(model.weights)
+                model.set_weights(weights[offset:offset + count])
+                offset += count
+        self.on_weights_changed()
+
+    # ------------------------------------------------------------------------ workers
+    def worker_settings(self) -> dict:
+        """Settings a worker's agent takes instead of the learner's: it acts and never trains."""
+        return {}
+
+    def become_worker(self, index: int, count: int) -> None:
+        """Turn this agent into worker ``index`` of ``count``: a random stream of its own (worker 0's is a
+        local run's), changed in place so that what holds the generator (noise) follows."""
+        if index:
+            self.rng.bit_generator.state = random_stream(self.seed, ACTING, index).bit_generator.state
+
+    def gathered(self):
+        """This round's experience: the agent's :meth:`collect` here, or every worker's, acted with the same
+        weights and joined along the env axis."""
+        if not self.workers:
+            return self.collect()
+        segments = self.pool.gather(self)
+        self.take_segments(segments, self.n_envs)
+        return join([segment.experience for segment in segments])
+
+    def take_segments(self, segments: Sequence[Segment], stride: int) -> None:
+        """Count the env steps of workers' ``segments`` and record their episodes and statistics as a local
+        run would: an episode that ended at vector step ``t`` ends ``(t + 1) * stride`` steps on."""
+        now, start = time.perf_counter(), self.steps
+        ended = sorted((t, worker, score) for worker, segment in enumerate(segments) for score, t in segment.episodes)
+        self.finished_episodes.extend(Episode(float(score), start + (t + 1) * stride, now) for t, _, score in ended)
+        per_worker = self.envs.num_envs
+        self.steps += sum(segment.vector_steps for segment in segments) * per_worker
+        statistics = self.running_statistics()
+        for segment in segments:
+            for name, (mean, var, count) in segment.moments.items():
+                if count:
+                    statistics[name].update_from_moments(mean, var, count)
+
+    def collect(self):
+        """Act in the envs for one round; what the agent learns from (workers return it to the learner)."""
+        raise NotImplementedError
 
     # ---------------------------------------------------------------------------- training
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
@@ -633,7 +703,10 @@ class BaseAgent:
                     self.update_learning_rates()
                 run.end_round(metrics, self.take_episodes())
         finally:
-            run.finish()
+            try:
+                run.finish()
+            finally:
+                self.stop_workers()
         return run
 
     def check_outputs(self, tensorboard: str | None = None, save_dir: str | None = None) -> None:
@@ -663,12 +736,23 @@ class BaseAgent:
         return {key: value for key, value in vars(self).items()
                 if isinstance(value, (int, float, str, bool)) and not key.startswith('_')}
 
-    def start_envs(self) -> None:
-        """Reset the envs (seeded) before the first run; later runs go on where the last one stopped."""
-        if not self.training_started:
-            self.episode_scores = EpisodeScores(self.envs)
-            self.observations = self.envs.reset(seed=self.seed)[0]
+    def start_envs(self, seed: int | None = None) -> None:
+        """Reset the envs (seeded: ``seed``, else the agent's) before the first run; later runs go on where the
+        last one stopped. With ``workers``, start them instead (each fit starts its own)."""
+        if self.workers:
+            if self.pool is None:
+                self.pool = WorkerPool(self, self.workers, self.ray_address)
             self.training_started = True
+        elif not self.training_started:
+            self.episode_scores = EpisodeScores(self.envs)
+            self.observations = self.envs.reset(seed=self.seed if seed is None else seed)[0]
+            self.training_started = True
+
+    def stop_workers(self) -> None:
+        """Stop the workers of a fit (and the Ray instance it started)."""
+        if self.pool is not None:
+            self.pool, pool = None, self.pool
+            pool.close()
 
     def step_envs(self, actions: np.ndarray):
         """Send the agent's ``actions`` (see :meth:`env_actions`) to every env; note finished episodes.
@@ -849,7 +933,7 @@ class OnPolicy(BaseAgent):
             return tf.reshape(clipped, (-1, *space.shape))
         return super().env_actions_graph(actions)
 
-    def collect(self) -> RolloutBuffer:
+    def collect(self) -> Rollout:
         """Fill the rollout buffer with ``n_steps`` vector steps from every env."""
         rollout = self.rollout
         for t in range(self.n_steps):
@@ -866,7 +950,7 @@ class OnPolicy(BaseAgent):
             rewards = self.bootstrapped(rewards, terminated, truncated, finals)
             rollout.rewards[t] = rewards
             self.observations = next_observations
-        return rollout
+        return rollout.filled(self.forward(self.normalized(self.observations))[1])
 
     def scaled_rewards(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
         """Rewards as the agent learns from them: divided by the return's running std when normalising."""
@@ -881,10 +965,13 @@ class OnPolicy(BaseAgent):
     def running_statistics(self) -> dict[str, RunningMeanStd]:
         return {**super().running_statistics(), **({} if self.return_stats is None else {'return': self.return_stats})}
 
+    def worker_settings(self) -> dict:
+        # A worker's rollout is 1 / workers of the learner's batch, which its minibatches need not divide.
+        return {'mini_batches': 1} if 'mini_batches' in self.parameter_names() else {}
+
     def train_once(self) -> dict[str, float]:
-        rollout = self.collect()
-        last_values = self.forward(self.normalized(self.observations))[1]
-        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, last_values,
+        rollout = self.gathered()
+        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_values,
                                   self.gamma, self.lam)
         n = self.n_steps * self.n_envs
         metrics = self.train_step(
@@ -1106,21 +1193,40 @@ class OffPolicy(BaseAgent):
         return self.env_actions(self.explore(observations))
 
     # ---------------------------------------------------------------------- training
+    def explore_step(self) -> tuple[np.ndarray, ...]:
+        """One vector step with training actions; the transition as the buffer takes it (observations raw:
+        they are normalised with the statistics of each update)."""
+        observations = self.observations
+        seen = self.observe(observations)
+        actions = self.random_actions() if self.steps < self.start_steps else self.explore(seen)
+        next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
+        self.observations, self.episode_starts = next_observations, terminated | truncated
+        return observations, actions, rewards, finals, terminated, truncated
+
+    def collect(self, vector_steps: int) -> tuple[np.ndarray, ...]:
+        """A worker's segment: ``vector_steps`` transitions of every env, stacked ``(vector_steps, n_envs, ...)``."""
+        return tuple(map(np.stack, zip(*(self.explore_step() for _ in range(vector_steps)))))
+
     def train_once(self) -> dict[str, float]:
-        for _ in range(self.update_every // self.n_envs):
-            observations = self.observations  # stored raw, normalised with the statistics of each update
-            seen = self.observe(observations)
-            if self.steps < self.start_steps:
-                actions = self.random_actions()
-            else:
-                actions = self.explore(seen)
-            next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
-            self.buffer.add(observations, actions, rewards, finals, terminated, truncated)
-            self.observations = next_observations
-            self.episode_starts = terminated | truncated
+        if self.workers:  # Ape-X: the next segment any worker finishes, update_every env steps
+            per_worker = self.envs.num_envs
+            index, segment = self.pool.next(self, self.update_every // per_worker)
+            columns = slice(index * per_worker, (index + 1) * per_worker)
+            if segment.fresh:  # a new worker, or one restarted with fresh envs: its old episodes end here
+                self.buffer.truncate(columns)
+            for transition in zip(*segment.experience):
+                self.buffer.add(*transition, columns=columns)
+            self.take_segments([segment], per_worker)
+        else:
+            for _ in range(self.update_every // self.n_envs):
+                self.buffer.add(*self.explore_step())
         if self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after:
             return {}
         return self.update()
+
+    def worker_settings(self) -> dict:
+        size = self.envs.num_envs * (self.return_steps + 8)  # a small buffer: workers only act
+        return {'buffer_max_size': size, 'buffer_initial_size': size, 'buffer_batch_size': 1}
 
     def update(self) -> dict:
         """Sample ``gradient_steps`` minibatches and train on them in one graph call."""
@@ -1201,11 +1307,11 @@ def flat_actions(space: gym.Space) -> gym.Space:
     return space
 
 
-def random_stream(seed: int | None, purpose: int) -> np.random.Generator:
+def random_stream(seed: int | None, purpose: int, *more: int) -> np.random.Generator:
     """The NumPy generator an agent seeded with ``seed`` uses for ``purpose``.
 
     Gymnasium seeds env ``i`` with ``default_rng(seed + i)``: an agent drawing from
     ``default_rng(seed)`` would repeat env 0's draws (its reset states) in its own actions. Streams
     keyed by ``[seed, purpose]`` are shared with no env and with no other purpose.
     """
-    return np.random.default_rng(None if seed is None else [seed, purpose])
+    return np.random.default_rng(None if seed is None else [seed, purpose, *more])

@@ -119,6 +119,9 @@ class ACER(BaseAgent):
         self.policy_and_q = self.acting(self.model)
 
     # ----------------------------------------------------------------------------- acting
+    def worker_settings(self) -> dict:
+        return {'buffer_max_size': 1, 'buffer_initial_size': 1}  # workers only act
+
     def load_weights(self, weights: Sequence[str]) -> None:
         super().load_weights(weights)
         self.average.set_weights(self.model.get_weights())
@@ -159,7 +162,7 @@ class ACER(BaseAgent):
 
     # ---------------------------------------------------------------------------- training
     def train_once(self) -> dict[str, float]:
-        segment = self.collect()
+        segment = self.gathered()
         self.buffer.add(segment)
         metrics = self.train_step(*segment)
         if len(self.buffer) >= self.buffer_initial_size:

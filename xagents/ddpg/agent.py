@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from xagents.base import OffPolicy
+from xagents.distributed import apex_exponent
 from xagents.ddpg.noise import (AdaptiveParamNoise, NormalActionNoise, OrnsteinUhlenbeckActionNoise,
                                 parse_noise_type)
 from xagents.utils.models import Output
@@ -85,8 +86,16 @@ class DDPG(OffPolicy):
         if 'adaptive-param' in dict(noises):
             if self.actor_forward.numpy is None:
                 raise ValueError(f'expected an all-dense cfg actor for adaptive-param noise, got {self.actor.name}')
+            if self.workers:
+                raise ValueError('adaptive-param noise adapts to the replay buffer, which workers do not have: '
+                                 'use normal or ou noise with workers')
             self.param_noise = AdaptiveParamNoise(dict(noises)['adaptive-param'], self.rng)
             self.last_adaption = 0
+
+    def become_worker(self, index: int, count: int) -> None:
+        super().become_worker(index, count)
+        for noise in self.action_noises:  # Ape-X: each actor its own noise scale
+            noise.sigma *= 0.4 ** apex_exponent(index, count)
 
     # ------------------------------------------------------------------------ acting
     def policy(self, observations: np.ndarray, deterministic: bool = True) -> np.ndarray:

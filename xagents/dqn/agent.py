@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from xagents.base import OffPolicy
+from xagents.distributed import apex_exponent
 from xagents.utils.models import Output
 
 
@@ -72,6 +73,7 @@ class DQN(OffPolicy):
         self.target_update_interval = target_update_interval
         self.epsilon_start, self.epsilon_end = epsilon_start, epsilon_end
         self.epsilon_decay_steps = epsilon_decay_steps
+        self.epsilon_power = 1.0  # a distributed worker's explores less (see become_worker)
         self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
         if dueling:
             model = self.model_file('dueling', envs.single_observation_space, model)
@@ -87,7 +89,11 @@ class DQN(OffPolicy):
     def epsilon(self) -> float:
         """The exploration rate at the current step."""
         progress = min(1.0, self.steps / self.epsilon_decay_steps)
-        return self.epsilon_start + progress * (self.epsilon_end - self.epsilon_start)
+        return (self.epsilon_start + progress * (self.epsilon_end - self.epsilon_start)) ** self.epsilon_power
+
+    def become_worker(self, index: int, count: int) -> None:
+        super().become_worker(index, count)
+        self.epsilon_power = 1 + apex_exponent(index, count)  # Ape-X: each actor its own rate
 
     def q_values_np(self, observations: np.ndarray) -> np.ndarray:
         outputs = self.forward(observations)

@@ -34,6 +34,24 @@ class RolloutBuffer:
         self.values = np.zeros(shape, np.float32)
         self.log_probs = np.zeros(shape, np.float32)
 
+    def filled(self, last_values: np.ndarray) -> Rollout:
+        """The collected rollout, with the values ``(n_envs,)`` of the observations after it."""
+        return Rollout(self.observations, self.actions, self.rewards, self.dones, self.values, self.log_probs,
+                       last_values)
+
+
+class Rollout(NamedTuple):
+    """One on-policy rollout: ``(n_steps, n_envs, ...)`` arrays (see :class:`RolloutBuffer`) and
+    ``last_values`` ``(n_envs,)``, the values GAE bootstraps from."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    dones: np.ndarray
+    values: np.ndarray
+    log_probs: np.ndarray
+    last_values: np.ndarray
+
 
 # Off-policy replay
 # -----------------
@@ -263,8 +281,9 @@ class ReplayBuffer:
         return self.nbytes / self.capacity
 
     def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-            next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
-        """Store one vector step, a transition per env.
+            next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+            columns: slice | None = None) -> None:
+        """Store one vector step, a transition per env (per env of ``columns``, when given).
 
         Args:
             observations: ``(n_envs, *observation_shape)`` observations the actions were taken in.
@@ -274,8 +293,11 @@ class ReplayBuffer:
                 (``info['final_obs'][i]``) for envs whose episode ended at this step.
             terminated: ``(n_envs,)`` the episode reached a terminal state.
             truncated: ``(n_envs,)`` the episode was cut (time limit) and will bootstrap.
+            columns: The envs these arrays belong to (one worker's, of a distributed run), all by default;
+                the arrays then hold one row per env of ``columns``.
         """
-        n = self.n_envs
+        envs = self._envs if columns is None else self._envs[columns]
+        n = len(envs)
         observations = self._check_array('observations', observations,
                                          (n,) + self.observation_space.shape)
         next_observations = self._check_array('next_observations', next_observations,
@@ -284,12 +306,13 @@ class ReplayBuffer:
         rewards = self._check_array('rewards', rewards, (n,))
         terminated = self._check_array('terminated', terminated, (n,)).astype(bool)
         truncated = self._check_array('truncated', truncated, (n,)).astype(bool)
-        envs, done = self._envs, terminated | truncated
-        rows = self._positions % self._rows
-        next_rows = (self._positions + 1) % self._rows
+        done = terminated | truncated
+        positions = self._positions[envs]
+        rows = positions % self._rows
+        next_rows = (positions + 1) % self._rows
         overwritten = (np.count_nonzero(self._kinds[rows, envs] == _TRANSITION)
                        + np.count_nonzero(self._kinds[next_rows, envs] == _TRANSITION))
-        starts = self._episode_ended
+        starts = self._episode_ended[envs]
         if self.steps == 0:  # unknown history: only a stack repeating one frame is complete
             starts = self._store.is_self_contained(observations)
             if not starts.all():
@@ -306,12 +329,29 @@ class ReplayBuffer:
         self._starts[next_rows, envs] = False
         self._kinds[rows, envs] = _TRANSITION
         self._kinds[next_rows, envs] = np.where(done, _FINAL, _PENDING)
-        self._stamps[rows, envs] = self._positions
-        self._stamps[next_rows, envs] = self._positions + 1
-        self._positions += 1 + done  # an ended episode keeps its final observation's slot
-        self._episode_ended = done
+        self._stamps[rows, envs] = positions
+        self._stamps[next_rows, envs] = positions + 1
+        self._positions[envs] = positions + 1 + done  # an ended episode keeps its final observation's slot
+        self._episode_ended[envs] = done
         self._size += n - overwritten
         self.steps += n
+
+    def truncate(self, columns: slice | None = None) -> np.ndarray:
+        """End the episodes in progress in ``columns`` (all envs by default) as a time limit would: their
+        last transition bootstraps from its next observation, and the next ``add`` starts a new episode.
+        For envs that were reset outside the agent (a distributed worker restarted with fresh envs).
+
+        Returns:
+            The envs whose episode was cut.
+        """
+        envs = self._envs if columns is None else self._envs[columns]
+        envs = envs[~self._episode_ended[envs] & (self._positions[envs] > 0)]
+        last = (self._positions[envs] - 1) % self._rows
+        self._truncated[last, envs] = True
+        self._kinds[(last + 1) % self._rows, envs] = _FINAL
+        self._positions[envs] += 1
+        self._episode_ended[envs] = True
+        return envs
 
     def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
         """Sample transitions uniformly, with replacement, among the sampleable ones.
@@ -550,11 +590,13 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         return super().nbytes + self.tree.nbytes
 
     def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-            next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray) -> None:
+            next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+            columns: slice | None = None) -> None:
         """Store one vector step (see ``ReplayBuffer.add``) and give completed windows priority."""
-        positions = self._positions.copy()
-        super().add(observations, actions, rewards, next_observations, terminated, truncated)
-        n, envs = self.n_envs, self._envs
+        envs = self._envs if columns is None else self._envs[columns]
+        positions = self._positions[envs]
+        super().add(observations, actions, rewards, next_observations, terminated, truncated, columns)
+        n = self.n_envs
         # The two slots written per env leave the tree (a transition's slot re-enters below when
         # its window is complete), then transitions of the last n_steps adds whose window this
         # step completed enter it. Slots written now hold no priority yet: treat them as 0.
@@ -567,6 +609,16 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.tree.update(np.concatenate([written, fresh]),
                          np.concatenate([np.zeros(len(written)),
                                          np.full(len(fresh), self.max_priority ** self.alpha)]))
+
+    def truncate(self, columns: slice | None = None) -> np.ndarray:
+        """End the episodes in progress (see ``ReplayBuffer.truncate``); the windows the cut completes
+        enter the tree."""
+        envs = super().truncate(columns)
+        last = self._positions[envs] - 2  # the cut episode's last transition
+        candidates = (((last - np.arange(self.n_steps)[:, None]) % self._rows) * self.n_envs + envs).ravel()
+        fresh = candidates[self._valid(candidates) & (self.tree[candidates] == 0)]
+        self.tree.update(fresh, self.max_priority ** self.alpha)
+        return envs
 
     def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
         """Sample transitions in proportion to their priority, each minibatch stratified.

@@ -317,6 +317,7 @@ class Forward:
     """
 
     def __init__(self, *models: tf.keras.Model) -> None:
+        self.models = models
         self.numpy = [NumpyForward(model) for model in models] if all(map(NumpyForward.supports, models)) else None
         # Batch sizes vary (envs, final observations, play): trace for any.
         self.graph = None if self.numpy else tf.function(

@@ -1,0 +1,200 @@
+"""Experience collection on Ray workers: the learner trains, workers own envs and act.
+
+On-policy agents collect synchronously: each round every worker receives the current acting weights
+(NumPy arrays) and running statistics, acts ``n_steps`` in its ``n_envs`` envs and returns its rollout
+segment; the learner joins the segments along the env axis, so a round means what a local round of
+``workers x n_envs`` envs means. Off-policy agents follow Ape-X (Horgan et al. 2018,
+https://arxiv.org/abs/1803.00933): every worker acts on its own with the weights of the learner's last
+update and its own exploration, and streams segments of ``update_every`` env steps into the learner's
+replay buffer, one update per segment. A worker that dies is restarted by Ray with fresh envs; the
+learner logs it and asks the new worker for the lost segment.
+
+Ray is optional (``pip install 'xagents[distributed]'``) and imported only when workers are asked for.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from xagents.base import BaseAgent
+
+logger = logging.getLogger('xagents')
+EXTRA = "pip install 'xagents[distributed]'"
+RESTART_TRIES = 30  # consecutive failed calls to one worker (about a minute) before the run gives up
+# Settings of the learner that a worker does not take: it keeps no files, logs nothing, starts no workers.
+LEARNER_ONLY = ('checkpoints', 'history_checkpoint', 'quiet', 'workers', 'ray_address')
+
+
+def require_ray():
+    """The ``ray`` module, or a ValueError naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(f'workers run on Ray, which is not installed: {EXTRA}') from None
+    return ray
+
+
+class Segment(NamedTuple):
+    """What a worker returns for one call."""
+
+    experience: tuple  # the agent's ``collect`` output: arrays with the env axis (1 if 2-D or more, else 0)
+    episodes: list[tuple[float, int]]  # (score, index of the vector step it ended in)
+    moments: dict[str, tuple[np.ndarray, np.ndarray, float]]  # running statistics' (mean, var, count) of the segment
+    vector_steps: int
+    fresh: bool  # the worker's envs were reset for this segment (a new or restarted worker)
+
+
+class Worker:
+    """A Ray actor owning ``n_envs`` envs and an agent that acts on them (it never trains).
+
+    Worker ``index`` seeds its envs ``seed + index * n_envs ...``, as env ``index * n_envs + i`` of a
+    local run, and draws its actions from a stream of its own (worker 0's is a local run's).
+    """
+
+    def __init__(self, agent_class: type, env_settings: dict, hyperparameters: dict, index: int, count: int) -> None:
+        os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+        import tensorflow as tf
+
+        from xagents.utils.envs import create_envs
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        seed = hyperparameters.get('seed')
+        n_envs = env_settings['n_envs']
+        self.env_seed = None if seed is None else seed + index * n_envs
+        self.agent = agent_class(create_envs(**env_settings, seed=self.env_seed), **hyperparameters, quiet=True)
+        self.agent.become_worker(index, count)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def collect(self, acting: tuple[list[np.ndarray], dict[str, tuple]], steps: int, *args) -> Segment:
+        """Act with the learner's weights and running statistics (``acting``) from its ``steps`` on: the
+        agent's ``collect(*args)``."""
+        agent, (weights, statistics) = self.agent, acting
+        agent.set_acting_weights(weights)
+        rounds = {}
+        for name, stats in agent.running_statistics().items():
+            stats.mean, stats.var, stats.count = statistics[name]
+            rounds[name] = recorded(stats)
+        fresh = not agent.training_started
+        agent.start_envs(self.env_seed)
+        agent.steps = steps
+        experience = agent.collect(*args)
+        episodes = [(episode.score, (episode.step - steps) // agent.n_envs - 1) for episode in agent.take_episodes()]
+        moments = {name: (stats.mean, stats.var, stats.count) for name, stats in rounds.items()}
+        return Segment(experience, episodes, moments, (agent.steps - steps) // agent.n_envs, fresh)
+
+
+def apex_exponent(index: int, count: int) -> float:
+    """How much less worker ``index`` of ``count`` explores: Ape-X gives actor i the exploration rate
+    ``0.4 ** (1 + 7 i / (count - 1))``, so agents raise their rate (or scale their noise) by ``7 i / (count - 1)``
+    more powers; worker 0 explores as a local run."""
+    return 0.0 if count == 1 else 7.0 * index / (count - 1)
+
+
+def recorded(stats):
+    """Make ``stats`` (a ``RunningMeanStd``) also feed a fresh one, returned, with every update."""
+    from gymnasium.wrappers.utils import RunningMeanStd
+
+    fresh = RunningMeanStd(shape=np.shape(stats.mean))
+    fresh.count = 0.0
+    update = type(stats).update.__get__(stats)
+
+    def update_both(x):
+        update(x)
+        fresh.update(x)
+
+    stats.update = update_both
+    return fresh
+
+
+class WorkerPool:
+    """The learner's handle on its workers: starts (or joins) Ray, creates them, calls them, restarts calls."""
+
+    def __init__(self, agent: BaseAgent, count: int, address: str | None = None) -> None:
+        ray = require_ray()
+        from xagents.utils.envs import env_settings
+
+        settings = env_settings(agent.envs)
+        if settings is None:
+            raise ValueError('workers make their envs from an env id: build the agent with from_env or create_envs')
+        hyperparameters = {name: value for name, value in agent.hyperparameters.items() if name not in LEARNER_ONLY}
+        hyperparameters.update(agent.worker_settings())
+        os.environ.setdefault('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '0')  # loopback clusters stay on loopback
+        self.owns_ray = not ray.is_initialized()
+        if self.owns_ray:
+            options = dict(address=address) if address else dict(_node_ip_address='127.0.0.1', include_dashboard=False)
+            ray.init(**options, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+        cpus = ray.cluster_resources().get('CPU', 1.0)
+        remote = ray.remote(Worker).options(num_cpus=min(1.0, cpus / count), max_restarts=-1, max_task_retries=0)
+        env = {**settings, 'n_envs': agent.envs.num_envs,
+               'async_envs': type(agent.envs).__name__ == 'AsyncVectorEnv'}
+        self.ray, self.count, self.n_envs = ray, count, agent.envs.num_envs
+        self.actors = [remote.remote(type(agent), env, hyperparameters, index, count) for index in range(count)]
+        self.pending: dict[int, Any] = {}
+        self.weights_ref, self.weights_version = None, -1
+
+    def close(self) -> None:
+        """Stop the workers, and the local Ray instance if this pool started it."""
+        for actor in self.actors:
+            self.ray.kill(actor)
+        self.actors, self.pending = [], {}
+        if self.owns_ray:
+            self.ray.shutdown()
+
+    def pids(self) -> list[int]:
+        """The process id of each worker (to watch or kill them)."""
+        return self.ray.get([actor.pid.remote() for actor in self.actors])
+
+    def launch(self, index: int, agent: BaseAgent, *args) -> None:
+        """Ask worker ``index`` for a segment acted with the agent's weights and statistics of now."""
+        if self.weights_version != agent.weights_version:  # one copy in the object store per version
+            statistics = {name: (stats.mean, stats.var, stats.count) for name, stats in agent.running_statistics().items()}
+            self.weights_ref = self.ray.put((agent.acting_weights(), statistics))
+            self.weights_version = agent.weights_version
+        self.pending[index] = self.actors[index].collect.remote(self.weights_ref, agent.steps, *args)
+
+    def result(self, index: int, agent: BaseAgent, *args) -> Segment:
+        """Worker ``index``'s pending segment; if the worker was lost, the same segment from its restart."""
+        for _ in range(RESTART_TRIES):
+            try:
+                return self.ray.get(self.pending.pop(index))
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError) as error:
+                logger.warning('Worker %d was lost (%s): Ray restarts it and it collects its segment again',
+                               index, type(error).__name__)
+                time.sleep(2.0)
+                self.launch(index, agent, *args)
+        raise RuntimeError(f'worker {index} failed {RESTART_TRIES} times in a row; see the Ray logs in /tmp/ray')
+
+    def gather(self, agent: BaseAgent, *args) -> list[Segment]:
+        """A segment from every worker, acted with the same weights (a synchronous round)."""
+        for index in range(self.count):
+            self.launch(index, agent, *args)
+        return [self.result(index, agent, *args) for index in range(self.count)]
+
+    def next(self, agent: BaseAgent, *args) -> tuple[int, Segment]:
+        """The first segment any worker finishes (Ape-X): that worker starts its next one at once, with
+        the agent's weights of now; workers that have no call in flight are started first."""
+        for index in range(self.count):
+            if index not in self.pending:
+                self.launch(index, agent, *args)
+        indices = {ref: index for index, ref in self.pending.items()}
+        ready, _ = self.ray.wait(list(indices), num_returns=1)
+        index = indices[ready[0]]
+        segment = self.result(index, agent, *args)
+        self.launch(index, agent, *args)
+        return index, segment
+
+
+def join(parts: list) -> Any:
+    """Worker experiences joined along the env axis: axis 1 of ``(T, n_envs, ...)`` arrays, 0 of ``(n_envs,)``."""
+    first = parts[0]
+    if isinstance(first, tuple):
+        return type(first)(*(join([part[i] for part in parts]) for i in range(len(first))))  # a NamedTuple
+    return np.concatenate(parts, axis=1 if np.ndim(first) > 1 else 0)
