@@ -128,8 +128,8 @@ class BaseAgent:
                 the first model.
             workers: Collect experience on this many Ray workers, each with n_envs envs (pip install
                 'xagents[distributed]'); the agent learns from workers x n_envs envs.
-            ray_address: Join this Ray cluster (``ray start --head`` prints it) instead of starting a local
-                Ray instance for each fit.
+            ray_address: Join the Ray cluster at this address (the one ray start --head prints) instead of
+                starting a local Ray instance for each fit.
             quiet: Log nothing.
         """
         if not isinstance(envs.single_observation_space, gym.spaces.Box):
@@ -153,7 +153,7 @@ class BaseAgent:
             if path and outputs.count(os.path.realpath(path)) > 1:
                 raise ValueError(f'expected a path of its own for each checkpoint and the history, got {path} twice')
         if workers:
-            require_ray()
+            require_ray(ray_address)
             if env_settings(envs) is None:
                 raise ValueError('workers make their envs from an env id: build the agent with from_env '
                                  '(or envs made by create_envs)')
@@ -538,7 +538,8 @@ class BaseAgent:
         """Count the env steps of workers' ``segments`` and record their episodes and statistics as a local
         run would: an episode that ended at vector step ``t`` ends ``(t + 1) * stride`` steps on."""
         now, start = time.perf_counter(), self.steps
-        ended = sorted((t, worker, score) for worker, segment in enumerate(segments) for score, t in segment.episodes)
+        ended = sorted(((t, worker, score) for worker, segment in enumerate(segments) for score, t in segment.episodes),
+                       key=lambda episode: episode[:2])  # stable: a worker's envs keep their order
         self.finished_episodes.extend(Episode(float(score), start + (t + 1) * stride, now) for t, _, score in ended)
         per_worker = self.envs.num_envs
         self.steps += sum(segment.vector_steps for segment in segments) * per_worker

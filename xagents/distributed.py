@@ -30,8 +30,17 @@ RESTART_TRIES = 30  # consecutive failed calls to one worker (about a minute) be
 LEARNER_ONLY = ('checkpoints', 'history_checkpoint', 'quiet', 'workers', 'ray_address')
 
 
-def require_ray():
-    """The ``ray`` module, or a ValueError naming the extra that installs it."""
+def require_ray(address: str | None = None):
+    """The ``ray`` module, or a ValueError naming the extra that installs it.
+
+    Two settings Ray reads once, at import, are made first: loopback clusters stay on loopback, and a
+    driver joining ``address`` uses token authentication when a token is at hand, as ``ray start`` does
+    (else it cannot join a cluster started with one, and says only that it failed to connect).
+    """
+    os.environ.setdefault('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '0')  # else a Ray on 127.0.0.1 listens everywhere
+    token = os.environ.get('RAY_AUTH_TOKEN_PATH', os.path.expanduser('~/.ray/auth_token'))
+    if address and 'RAY_AUTH_MODE' not in os.environ and ('RAY_AUTH_TOKEN' in os.environ or os.path.exists(token)):
+        os.environ['RAY_AUTH_MODE'] = 'token'
     try:
         import ray
     except ImportError:
@@ -118,19 +127,30 @@ class WorkerPool:
     """The learner's handle on its workers: starts (or joins) Ray, creates them, calls them, restarts calls."""
 
     def __init__(self, agent: BaseAgent, count: int, address: str | None = None) -> None:
-        ray = require_ray()
+        ray = require_ray(address)
         from xagents.utils.envs import env_settings
+        from xagents.utils.saved import json_values
 
         settings = env_settings(agent.envs)
         if settings is None:
             raise ValueError('workers make their envs from an env id: build the agent with from_env or create_envs')
-        hyperparameters = {name: value for name, value in agent.hyperparameters.items() if name not in LEARNER_ONLY}
+        hyperparameters, unsaved = json_values({name: value for name, value in agent.hyperparameters.items()
+                                                if name not in LEARNER_ONLY})
+        if unsaved:
+            raise ValueError(f'workers build their agents from settings that can be sent: give {unsaved[0]} as a '
+                             'file (a .cfg), not an object')
         hyperparameters.update(agent.worker_settings())
-        os.environ.setdefault('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '0')  # loopback clusters stay on loopback
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray:
-            options = dict(address=address) if address else dict(_node_ip_address='127.0.0.1', include_dashboard=False)
-            ray.init(**options, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+            # 'local': a new instance, even where a cluster runs (ray.init would join that one).
+            options = dict(address=address or 'local')
+            if not address:
+                options.update(_node_ip_address='127.0.0.1', include_dashboard=False)
+            try:
+                ray.init(**options, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+            except ConnectionError:
+                raise ValueError(f'found no Ray cluster at {address} (start one with ray start --head; with token '
+                                 'authentication, give this machine its token)') from None
         cpus = ray.cluster_resources().get('CPU', 1.0)
         remote = ray.remote(Worker).options(num_cpus=min(1.0, cpus / count), max_restarts=-1, max_task_retries=0)
         env = {**settings, 'n_envs': agent.envs.num_envs,
@@ -162,12 +182,13 @@ class WorkerPool:
 
     def result(self, index: int, agent: BaseAgent, *args) -> Segment:
         """Worker ``index``'s pending segment; if the worker was lost, the same segment from its restart."""
-        for _ in range(RESTART_TRIES):
+        for attempt in range(RESTART_TRIES):
             try:
                 return self.ray.get(self.pending.pop(index))
             except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError) as error:
-                logger.warning('Worker %d was lost (%s): Ray restarts it and it collects its segment again',
-                               index, type(error).__name__)
+                if not attempt:
+                    logger.warning('Worker %d was lost (%s): Ray restarts it and it collects its segment again',
+                                   index, type(error).__name__)
                 time.sleep(2.0)
                 self.launch(index, agent, *args)
         raise RuntimeError(f'worker {index} failed {RESTART_TRIES} times in a row; see the Ray logs in /tmp/ray')

@@ -437,3 +437,39 @@ def test_bad_add_and_sample_arguments_raise_value_error():
         buffer.update_priorities([0, 1], [1.0])
     with pytest.raises(ValueError, match='expected indices in'):
         buffer.update_priorities([10_000], [1.0])
+
+
+def sampled_transitions(buffer, draws: int = 400) -> set[tuple]:
+    """Every distinct ``(observation, reward, next observation, discount)`` of many samples."""
+    batch = buffer.sample(draws)
+    return {(float(o[0]), float(r), float(n[0]), float(d)) for o, r, n, d in
+            zip(batch.observations, batch.rewards, batch.next_observations, batch.discounts)}
+
+
+@pytest.mark.parametrize('buffer_class', BUFFERS)
+def test_a_workers_columns_fill_alone_and_a_cut_episode_ends_its_windows_as_a_time_limit_would(buffer_class):
+    """A distributed run adds each worker's steps to its own columns and cuts the episodes a restarted
+    worker lost. Oracle (Sutton & Barto's n-step return with gamma 0.5, by hand): observations 1 -> 2 -> 3
+    with rewards 1, 1 cut after the second step give (1, 1 + 0.5, 3, 0.25) and (2, 1, 3, 0.5); the new
+    episode 10 -> 11 (reward 4) after the cut starts its own window: (10, 4, 11, 0.5) once it is cut too."""
+    space = gym.spaces.Box(-100, 100, (1,), np.float32)
+    buffer = buffer_class(40, 2, space, gym.spaces.Discrete(2), n_steps=3, gamma=0.5, seed=0)
+    column = slice(1, 2)
+
+    def add(observation, reward, next_observation):
+        buffer.add(np.array([[observation]], np.float32), np.array([0]), np.array([reward], np.float32),
+                   np.array([[next_observation]], np.float32), np.array([False]), np.array([False]), columns=column)
+
+    add(1, 1, 2)
+    add(2, 1, 3)
+    assert buffer.steps == 2 and len(buffer) == 2
+    with pytest.raises(ValueError):  # two steps of a three-step window: nothing is complete yet
+        buffer.sample(4)
+    assert buffer.truncate(column).tolist() == [1]
+    assert sampled_transitions(buffer) == {(1.0, 1.5, 3.0, 0.25), (2.0, 1.0, 3.0, 0.5)}
+    assert buffer.truncate(column).tolist() == []  # nothing in progress: nothing to cut
+    add(10, 4, 11)
+    assert sampled_transitions(buffer) == {(1.0, 1.5, 3.0, 0.25), (2.0, 1.0, 3.0, 0.5)}
+    buffer.truncate()
+    assert sampled_transitions(buffer) == {(1.0, 1.5, 3.0, 0.25), (2.0, 1.0, 3.0, 0.5), (10.0, 4.0, 11.0, 0.5)}
+    assert set(buffer.sample(200).indices % 2) == {1}  # column 0 was never written

@@ -1,0 +1,239 @@
+"""Training with Ray workers, against a real Ray cluster on loopback (``ray start --head``) and local Ray
+instances; oracles are local runs of the same agents and the Ape-X/round structure, not the code under test."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+# Ray reads these when imported: without the first, a driver told 127.0.0.1 still talks to the machine's
+# address; the second has every Ray process here (the test cluster, local instances) use the token.
+os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
+os.environ['RAY_AUTH_MODE'] = 'token'
+pytest.importorskip('ray')
+
+from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO  # noqa: E402
+from xagents.callbacks import Callback  # noqa: E402
+
+LOOPBACK = {'127.0.0.1', '::ffff:127.0.0.1', '::1'}
+RAY_ENV = dict(os.environ)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope='module')
+def cluster():
+    """A Ray head on 127.0.0.1, started as a user would (``ray start --head``); its address."""
+    ray_command = os.path.join(os.path.dirname(sys.executable), 'ray')
+    address = f'127.0.0.1:{free_port()}'
+    subprocess.run([ray_command, 'get-auth-token', '--generate'], check=True, env=RAY_ENV, capture_output=True)
+    subprocess.run([ray_command, 'start', '--head', '--node-ip-address', '127.0.0.1', '--port', address.split(':')[1],
+                    '--num-cpus', '2', '--include-dashboard', 'false', '--disable-usage-stats'],
+                   check=True, env=RAY_ENV, capture_output=True, timeout=120)
+    yield address
+    import ray
+
+    ray.shutdown()
+    subprocess.run([ray_command, 'stop', '--force'], env=RAY_ENV, capture_output=True, timeout=120)
+
+
+def listeners(pids: set[int] | None = None) -> dict[str, set[str]]:
+    """Listening TCP addresses by process name (``ss``), of ``pids`` only when given."""
+    found: dict[str, set[str]] = {}
+    for line in subprocess.run(['ss', '-Htlnp'], capture_output=True, text=True, check=True).stdout.splitlines():
+        fields = line.split()
+        for name, pid in re.findall(r'\("([^"]+)",pid=(\d+)', line):
+            if pids is None or int(pid) in pids:
+                found.setdefault(name, set()).add(fields[3].rsplit(':', 1)[0].strip('[]'))
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """``pid`` and every process below it, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit():
+            try:
+                with open(f'/proc/{entry}/stat') as stat:
+                    parent = int(stat.read().rsplit(')', 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        found.add(todo[-1])
+        todo.extend(children.get(todo.pop(), []))
+    return found
+
+
+class KillWorker(Callback):
+    """SIGKILL worker ``index``'s process at round ``at``, as a lost machine would end it."""
+
+    def __init__(self, at: int, index: int = 1) -> None:
+        self.at, self.index, self.rounds, self.killed_at = at, index, 0, None
+
+    def on_round(self, run):
+        self.rounds += 1
+        if self.rounds == self.at:
+            os.kill(run.agent.pool.pids()[self.index], signal.SIGKILL)
+            self.killed_at = run.agent.steps
+
+
+@pytest.mark.parametrize('agent_class, env_id, settings', [
+    (PPO, 'CartPole-v1', {}),
+    (A2C, 'CartPole-v1', {}),
+    (TRPO, 'CartPole-v1', {}),
+    (PPO, 'Pendulum-v1', {'normalize_observations': True, 'normalize_rewards': True, 'n_steps': 64}),
+])
+def test_one_worker_trains_exactly_as_a_local_run(agent_class, env_id, settings, cluster, tmp_path):
+    """Worker 0 seeds its envs and draws its actions as a local run does, so a one-worker run on the cluster
+    must repeat a local run's every episode at the same step and end with the same weights and running
+    statistics: stale weights or statistics, a lost or doubled step, a misplaced episode or a wrongly
+    joined rollout would all part them."""
+    histories, weights, statistics = [], [], []
+    for distributed in ({}, {'workers': 1, 'ray_address': cluster}):
+        agent = agent_class.from_env(env_id, n_envs=4, seed=3, quiet=True, **settings, **distributed,
+                                     history_checkpoint=str(tmp_path / f'{len(histories)}.parquet'))
+        agent.fit(max_steps=4096)
+        assert agent.steps >= 4096
+        histories.append(agent.history.frame()[['episode_reward', 'step']].assign(total=agent.steps))
+        weights.append([weight for model in agent.models.values() for weight in model.get_weights()])
+        statistics.append([(s.mean, s.var, s.count) for s in agent.running_statistics().values()])
+    assert len(histories[0]) >= 15
+    assert histories[0].equals(histories[1])
+    for local, distributed in zip(*weights):
+        np.testing.assert_allclose(local, distributed, rtol=1e-5, atol=1e-6)
+    assert len(statistics[0]) == (2 if settings else 0)
+    for local, distributed in zip(*statistics):
+        for a, b in zip(local, distributed):
+            np.testing.assert_allclose(a, b, rtol=1e-9)
+
+
+def test_the_learner_merges_the_statistics_of_every_worker(cluster):
+    """Two workers x 2 envs, one round of 64 steps: the learner's observation and return statistics have
+    taken in all 256 observations and returns (a learner ignoring a worker's moments would count 128)."""
+    agent = PPO.from_env('Pendulum-v1', seed=0, quiet=True, normalize_observations=True, normalize_rewards=True,
+                         n_steps=64, n_envs=2, workers=2, ray_address=cluster)
+    agent.fit(max_steps=256)
+    assert agent.steps == 256
+    for name, stats in agent.running_statistics().items():
+        assert stats.count == pytest.approx(256, abs=1e-3), name
+
+
+def test_a_killed_worker_is_restarted_and_the_run_reaches_its_target_with_a_whole_history(cluster, tmp_path, caplog):
+    """SIGKILL one of two workers mid-run: Ray restarts it, the learner logs it and asks again, the run
+    still solves CartPole, and the history counts each episode once, in step order, ending at the last step."""
+    kill = KillWorker(at=10)
+    agent = PPO.from_env('CartPole-v1', workers=2, n_envs=4, seed=0, ray_address=cluster, quiet=True,
+                         history_checkpoint=str(tmp_path / 'history.parquet'))
+    run = agent.fit(target_reward=475, max_steps=300_000, callbacks=[kill])
+    assert kill.killed_at is not None
+    assert 'Worker 1 was lost' in caplog.text
+    assert run.mean_reward >= 475
+    frame = agent.history.frame()
+    steps = frame['step'].to_numpy()
+    assert len(frame) == run.games
+    assert np.all(np.diff(steps) >= 0) and steps[-1] <= agent.steps
+    # Every round adds n_steps x 8 env steps, before and after the kill: no round lost or counted twice.
+    assert agent.steps % (agent.n_steps * 8) == 0
+
+
+def test_dqn_with_two_ape_x_actors_fills_each_actors_columns_and_solves_cartpole(cluster):
+    """Two actors stream segments of update_every steps into their own buffer columns; every env step
+    they take enters the buffer once; the greedy policy reaches 475 on 10 evaluation episodes."""
+    agent = DQN.from_env('CartPole-v1', workers=2, seed=0, ray_address=cluster, quiet=True)
+    run = agent.fit(target_reward=475, max_steps=150_000, eval_frequency=10_000, eval_episodes=10, stop_on='eval')
+    assert run.eval_reward >= 475
+    assert agent.buffer.steps == agent.steps
+    assert set(agent.buffer.sample(512).indices % 2) == {0, 1}
+    assert agent.steps % agent.update_every == 0  # one segment of update_every steps at a time
+
+
+@pytest.mark.parametrize('agent_class, env_id', [(ACER, 'CartPole-v1'), (DDPG, 'Pendulum-v1'), (TD3, 'Pendulum-v1'),
+                                                   (SAC, 'Pendulum-v1')])
+def test_every_other_agent_learns_from_two_workers(agent_class, env_id, cluster):
+    """Each agent's own collection and worker settings, on two workers: the learner counts every env step its
+    workers took, records their episodes, and (off-policy) stores every step in its buffer and updates."""
+    agent = agent_class.from_env(env_id, workers=2, seed=0, ray_address=cluster, quiet=True)
+    run = agent.fit(max_steps=3000)
+    assert run.games >= 5 and agent.steps >= 3000
+    assert agent.history.frame()['step'].is_monotonic_increasing
+    if hasattr(agent, 'gradient_updates'):
+        assert agent.buffer.steps == agent.steps
+        assert int(agent.gradient_updates.numpy()) > 0
+
+
+def test_apex_actors_explore_less_in_turn_and_worker_0_as_a_local_run():
+    """Ape-X (Horgan et al. 2018): actor i of N explores with eps ** (1 + 7 i / (N - 1))."""
+    agents = [DQN.from_env('CartPole-v1', quiet=True, seed=0) for _ in range(3)]
+    for index, agent in enumerate(agents):
+        agent.steps = 10 ** 9
+        agent.become_worker(index, 3)
+    end = agents[0].epsilon_end
+    assert [agent.epsilon for agent in agents] == pytest.approx([end, end ** 4.5, end ** 8])
+
+
+def test_a_local_ray_instance_listens_on_loopback_only_and_stops_with_the_fit():
+    """Without an address the fit starts its own Ray instance: every socket its processes listen on is on
+    127.0.0.1, and the instance is gone after the fit."""
+    seen = {}
+
+    class Listeners(Callback):
+        def on_round(self, run):
+            seen.update(listeners(descendants(os.getpid())))
+            return False
+
+    import ray
+
+    ray.shutdown()  # a connection to the module's cluster would be joined, not started
+    PPO.from_env('CartPole-v1', workers=2, n_envs=2, quiet=True).fit(max_steps=10_000, callbacks=[Listeners()])
+    assert {'raylet', 'gcs_server'} <= set(seen)
+    assert set().union(*seen.values()) <= LOOPBACK, seen
+    assert not ray.is_initialized()
+
+
+def test_the_cluster_started_for_the_tests_listens_on_loopback_only(cluster):
+    ray_processes = {name: addresses for name, addresses in listeners().items()
+                     if name in ('raylet', 'gcs_server') or name.startswith('ray::')}
+    assert ray_processes
+    assert set().union(*ray_processes.values()) <= LOOPBACK, ray_processes
+
+
+def test_the_command_line_trains_on_workers_of_a_cluster(cluster, workdir, xagents_command):
+    result = subprocess.run([*xagents_command, 'train', 'ppo', '--env', 'CartPole-v1', '--workers', '2',
+                             '--n-envs', '4', '--ray-address', cluster, '--target-reward', '475', '--seed', '0',
+                             '--history-checkpoint', 'history.parquet'],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert 'Reward achieved' in result.stdout + result.stderr
+    assert os.path.exists('history.parquet')
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--ray-address', '127.0.0.1:1'], 'ray_address is where workers run: give workers too'),
+    (['--workers', '0'], 'expected workers >= 1, got 0'),
+])
+def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagents_command):
+    result = subprocess.run([*xagents_command, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '100', *argv],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert os.listdir('.') == []
+
+
+def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(workdir):
+    """Ray made unimportable (as where it is not installed): exit 2 and the pip command."""
+    script = ("import sys; sys.modules['ray'] = None; from xagents.cli import main; "
+              "main(['train', 'ppo', '--env', 'CartPole-v1', '--workers', '2', '--max-steps', '100'])")
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'xagents[distributed]'" in lines[0]
