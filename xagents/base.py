@@ -396,7 +396,7 @@ class BaseAgent:
             files['buffer'] = f'buffer-{tag}.npz'
             self.save_buffer(os.path.join(path, files['buffer']))
         hyperparameters, unsaved = json_values({name: value for name, value in self.hyperparameters.items()
-                                                if name not in ('checkpoints', 'history_checkpoint', 'quiet')})
+                                                if name not in ('checkpoints', 'history_checkpoint', 'quiet', 'ray_address')})
         settings = env_settings(self.envs)
         write_manifest(path, {
             'agent': type(self).__name__, 'identity': self.identity(), 'steps': self.steps, 'files': files,

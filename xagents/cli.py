@@ -9,6 +9,7 @@ import signal
 import sys
 
 import xagents
+from xagents.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
 from xagents.utils.cli import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import load_tensorflow
@@ -180,6 +181,8 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         # A write that failed during training (a full disk, say) left the previous file whole.
         written = f'could not write {error.filename}: {error.strerror}' if error.filename else str(error)
         fail(f'{prog}: error: {written}; the files written before are kept', 1)
+    except WorkerError as error:
+        fail(f'{prog}: error: {str(error).splitlines()[0]}; the files written before are kept', 1)
     finally:
         if instance is not None:
             instance.envs.close()

@@ -30,6 +30,10 @@ RESTART_TRIES = 30  # consecutive failed calls to one worker (about a minute) be
 LEARNER_ONLY = ('checkpoints', 'history_checkpoint', 'quiet', 'workers', 'ray_address')
 
 
+class WorkerError(RuntimeError):
+    """A worker that Ray could not bring back."""
+
+
 def require_ray(address: str | None = None):
     """The ``ray`` module, or a ValueError naming the extra that installs it.
 
@@ -155,10 +159,10 @@ class WorkerPool:
         remote = ray.remote(Worker).options(num_cpus=min(1.0, cpus / count), max_restarts=-1, max_task_retries=0)
         env = {**settings, 'n_envs': agent.envs.num_envs,
                'async_envs': type(agent.envs).__name__ == 'AsyncVectorEnv'}
-        self.ray, self.count, self.n_envs = ray, count, agent.envs.num_envs
+        self.ray, self.count = ray, count
         self.actors = [remote.remote(type(agent), env, hyperparameters, index, count) for index in range(count)]
         self.pending: dict[int, Any] = {}
-        self.weights_ref, self.weights_version = None, -1
+        self.acting_ref, self.acting_version = None, None
 
     def close(self) -> None:
         """Stop the workers, and the local Ray instance if this pool started it."""
@@ -174,24 +178,26 @@ class WorkerPool:
 
     def launch(self, index: int, agent: BaseAgent, *args) -> None:
         """Ask worker ``index`` for a segment acted with the agent's weights and statistics of now."""
-        if self.weights_version != agent.weights_version:  # one copy in the object store per version
-            statistics = {name: (stats.mean, stats.var, stats.count) for name, stats in agent.running_statistics().items()}
-            self.weights_ref = self.ray.put((agent.acting_weights(), statistics))
-            self.weights_version = agent.weights_version
-        self.pending[index] = self.actors[index].collect.remote(self.weights_ref, agent.steps, *args)
+        statistics = {name: (stats.mean, stats.var, stats.count) for name, stats in agent.running_statistics().items()}
+        version = (agent.weights_version, *(count for _, _, count in statistics.values()))
+        if self.acting_version != version:  # one copy in the object store per version, shared by the workers
+            self.acting_ref, self.acting_version = self.ray.put((agent.acting_weights(), statistics)), version
+        self.pending[index] = self.actors[index].collect.remote(self.acting_ref, agent.steps, *args)
 
     def result(self, index: int, agent: BaseAgent, *args) -> Segment:
         """Worker ``index``'s pending segment; if the worker was lost, the same segment from its restart."""
+        error = None
         for attempt in range(RESTART_TRIES):
             try:
                 return self.ray.get(self.pending.pop(index))
-            except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError) as error:
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError) as lost:
+                error = lost
                 if not attempt:
                     logger.warning('Worker %d was lost (%s): Ray restarts it and it collects its segment again',
                                    index, type(error).__name__)
                 time.sleep(2.0)
                 self.launch(index, agent, *args)
-        raise RuntimeError(f'worker {index} failed {RESTART_TRIES} times in a row; see the Ray logs in /tmp/ray')
+        raise WorkerError(f'worker {index} failed {RESTART_TRIES} times in a row, last with: {error}')
 
     def gather(self, agent: BaseAgent, *args) -> list[Segment]:
         """A segment from every worker, acted with the same weights (a synchronous round)."""

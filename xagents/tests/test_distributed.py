@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -20,7 +21,6 @@ from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO  # noqa: E402
 from xagents.callbacks import Callback  # noqa: E402
 
 LOOPBACK = {'127.0.0.1', '::ffff:127.0.0.1', '::1'}
-RAY_ENV = dict(os.environ)
 
 
 def free_port() -> int:
@@ -31,18 +31,27 @@ def free_port() -> int:
 
 @pytest.fixture(scope='module')
 def cluster():
-    """A Ray head on 127.0.0.1, started as a user would (``ray start --head``); its address."""
+    """A Ray head of its own on 127.0.0.1, started as a user would (``ray start --head``, in the foreground so
+    that stopping it stops only its processes); its address."""
     ray_command = os.path.join(os.path.dirname(sys.executable), 'ray')
-    address = f'127.0.0.1:{free_port()}'
-    subprocess.run([ray_command, 'get-auth-token', '--generate'], check=True, env=RAY_ENV, capture_output=True)
-    subprocess.run([ray_command, 'start', '--head', '--node-ip-address', '127.0.0.1', '--port', address.split(':')[1],
-                    '--num-cpus', '2', '--include-dashboard', 'false', '--disable-usage-stats'],
-                   check=True, env=RAY_ENV, capture_output=True, timeout=120)
-    yield address
+    port = free_port()
+    subprocess.run([ray_command, 'get-auth-token', '--generate'], check=True, capture_output=True, timeout=120)
+    head = subprocess.Popen([ray_command, 'start', '--head', '--block', '--node-ip-address', '127.0.0.1',
+                             '--port', str(port), '--num-cpus', '2', '--include-dashboard', 'false',
+                             '--disable-usage-stats'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while True:
+        with socket.socket() as probe:
+            if probe.connect_ex(('127.0.0.1', port)) == 0:
+                break
+        assert head.poll() is None and time.monotonic() < deadline, 'ray start --head did not come up'
+        time.sleep(0.5)
+    yield f'127.0.0.1:{port}'
     import ray
 
     ray.shutdown()
-    subprocess.run([ray_command, 'stop', '--force'], env=RAY_ENV, capture_output=True, timeout=120)
+    head.terminate()
+    head.wait(timeout=120)
 
 
 def listeners(pids: set[int] | None = None) -> dict[str, set[str]]:
@@ -150,7 +159,7 @@ def test_dqn_with_two_ape_x_actors_fills_each_actors_columns_and_solves_cartpole
     """Two actors stream segments of update_every steps into their own buffer columns; every env step
     they take enters the buffer once; the greedy policy reaches 475 on 10 evaluation episodes."""
     agent = DQN.from_env('CartPole-v1', workers=2, seed=0, ray_address=cluster, quiet=True)
-    run = agent.fit(target_reward=475, max_steps=150_000, eval_frequency=10_000, eval_episodes=10, stop_on='eval')
+    run = agent.fit(target_reward=475, max_steps=150_000, eval_frequency=2500, eval_episodes=10, stop_on='eval')
     assert run.eval_reward >= 475
     assert agent.buffer.steps == agent.steps
     assert set(agent.buffer.sample(512).indices % 2) == {0, 1}
