@@ -182,7 +182,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         written = f'could not write {error.filename}: {error.strerror}' if error.filename else str(error)
         fail(f'{prog}: error: {written}; the files written before are kept', 1)
     except WorkerError as error:
-        fail(f'{prog}: error: {str(error).splitlines()[0]}; the files written before are kept', 1)
+        fail(f'{prog}: error: {error}' + ('; the files written before are kept' if instance.training_started else ''), 1)
     finally:
         if instance is not None:
             instance.envs.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -104,6 +105,24 @@ class Worker:
         return Segment(experience, episodes, moments, (agent.steps - steps) // agent.n_envs, fresh)
 
 
+def check_reachable(address: str) -> None:
+    """Refuse at once a ``HOST:PORT`` where nothing listens (Ray itself would retry for minutes)."""
+    host, _, port = address.rpartition(':')
+    if not host or not port.isdigit() or '://' in address:
+        return  # another form Ray accepts (ray://..., auto): left to Ray
+    try:
+        socket.create_connection((host.strip('[]'), int(port)), timeout=10).close()
+    except OSError as error:
+        raise ValueError(f'found no Ray cluster at {address} ({error.strerror or error}): start one there with '
+                         'ray start --head, or check the address') from None
+
+
+def cause(error: Exception) -> str:
+    """The last line of a Ray error: the exception raised in the worker, where there is one."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else type(error).__name__
+
+
 def apex_exponent(index: int, count: int) -> float:
     """How much less worker ``index`` of ``count`` explores: Ape-X gives actor i the exploration rate
     ``0.4 ** (1 + 7 i / (count - 1))``, so agents raise their rate (or scale their noise) by ``7 i / (count - 1)``
@@ -145,6 +164,8 @@ class WorkerPool:
                              'file (a .cfg), not an object')
         hyperparameters.update(agent.worker_settings())
         self.owns_ray = not ray.is_initialized()
+        if self.owns_ray and address:
+            check_reachable(address)
         if self.owns_ray:
             # 'local': a new instance, even where a cluster runs (ray.init would join that one).
             options = dict(address=address or 'local')
@@ -163,6 +184,11 @@ class WorkerPool:
         self.actors = [remote.remote(type(agent), env, hyperparameters, index, count) for index in range(count)]
         self.pending: dict[int, Any] = {}
         self.acting_ref, self.acting_version = None, None
+        try:  # wait until every worker is built: training (and its clock) starts with all of them
+            self.pids()
+        except ray.exceptions.RayActorError as error:
+            self.close()
+            raise WorkerError(f'the workers could not start: {cause(error)}') from None
 
     def close(self) -> None:
         """Stop the workers, and the local Ray instance if this pool started it."""
@@ -197,7 +223,7 @@ class WorkerPool:
                                    index, type(error).__name__)
                 time.sleep(2.0)
                 self.launch(index, agent, *args)
-        raise WorkerError(f'worker {index} failed {RESTART_TRIES} times in a row, last with: {error}')
+        raise WorkerError(f'worker {index} failed {RESTART_TRIES} times in a row, last with: {cause(error)}')
 
     def gather(self, agent: BaseAgent, *args) -> list[Segment]:
         """A segment from every worker, acted with the same weights (a synchronous round)."""

@@ -229,6 +229,7 @@ def test_the_command_line_trains_on_workers_of_a_cluster(cluster, workdir, xagen
 @pytest.mark.parametrize('argv, message', [
     (['--ray-address', '127.0.0.1:1'], 'ray_address is where workers run: give workers too'),
     (['--workers', '0'], 'expected workers >= 1, got 0'),
+    (['--workers', '2', '--ray-address', f'127.0.0.1:{free_port()}'], 'found no Ray cluster at 127.0.0.1:'),
 ])
 def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagents_command):
     result = subprocess.run([*xagents_command, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '100', *argv],
