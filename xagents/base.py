@@ -24,7 +24,7 @@ from xagents.utils.buffers import (PrioritizedReplayBuffer, ReplayBuffer, Rollou
                                    restore_buffer_state)
 from xagents.callbacks import (Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, Saves,
                                TensorBoard, Wandb)
-from xagents.distributed import Segment, WorkerPool, join, require_ray
+from xagents.distributed import Segment, WorkerPool, join
 from xagents.evaluation import EvaluationResult, evaluate
 from xagents.run import Episode, Run
 from xagents.utils.atomic import atomic_write, check_writable, remove_stale_temporaries
@@ -152,16 +152,11 @@ class BaseAgent:
         for path in [*(checkpoints or ()), history_checkpoint]:
             if path and outputs.count(os.path.realpath(path)) > 1:
                 raise ValueError(f'expected a path of its own for each checkpoint and the history, got {path} twice')
-        if workers:
-            require_ray(ray_address)
-            if env_settings(envs) is None:
-                raise ValueError('workers make their envs from an env id: build the agent with from_env '
-                                 '(or envs made by create_envs)')
-        elif ray_address:
+        if ray_address and not workers:
             raise ValueError('ray_address is where workers run: give workers too')
         self.envs = envs
         self.workers, self.ray_address = workers, ray_address
-        self.n_envs = envs.num_envs * (workers or 1)  # the envs the agent learns from
+        self.n_envs = envs.num_envs * (workers or 1)  # the envs the agent learns from: workers x n_envs
         self.pool: WorkerPool | None = None  # the workers of the fit in progress
         self.gamma = gamma
         self.seed = seed
@@ -195,7 +190,7 @@ class BaseAgent:
         self.weights_loaded: list[str] = []
         self.training_started = False  # envs reset and stepped by a run
         self.forwards: list[Forward] = []  # acting passes, refreshed when weights change
-        self.weights_version = 0  # counts weight changes: workers get new weights when it moves
+        self._weights_version = 0  # counts weight changes: workers get new weights when it moves
         self.finished_episodes: list[Episode] = []  # since the run last took them
 
     # ----------------------------------------------------------------- construction helpers
@@ -498,7 +493,12 @@ class BaseAgent:
         """Called after weights change outside ``train_step`` (loading, updates): refresh acting passes."""
         for forward in self.forwards:
             forward.refresh()
-        self.weights_version += 1
+        self._weights_version += 1
+
+    @property
+    def weights_version(self) -> int:
+        """A number that changes whenever the weights do."""
+        return self._weights_version
 
     def acting_weights(self) -> list[np.ndarray]:
         """The weights of every model the agent acts with, in order (what workers receive)."""
@@ -519,11 +519,13 @@ class BaseAgent:
         """Settings a worker's agent takes instead of the learner's: it acts and never trains."""
         return {}
 
-    def become_worker(self, index: int, count: int) -> None:
-        """Turn this agent into worker ``index`` of ``count``: a random stream of its own (worker 0's is a
-        local run's), changed in place so that what holds the generator (noise) follows."""
-        if index:
-            self.rng.bit_generator.state = random_stream(self.seed, ACTING, index).bit_generator.state
+    def become_worker(self, index: int, count: int, first_step: int = 0) -> None:
+        """Turn this agent into worker ``index`` of ``count`` in a fit starting at the learner's ``first_step``:
+        a random stream of its own (in a first fit, worker 0's is a local run's), changed in place so that what
+        holds the generator (noise) follows."""
+        if index or first_step:
+            stream = random_stream(self.seed, ACTING, index, *([first_step] if first_step else []))
+            self.rng.bit_generator.state = stream.bit_generator.state
 
     def gathered(self):
         """This round's experience: the agent's :meth:`collect` here, or every worker's, acted with the same
@@ -696,18 +698,18 @@ class BaseAgent:
                                     self.plateau_reduce_patience, self.early_stop_patience))
         run = Run(self, [*built_in, *callbacks], target_reward, max_steps, stop_on, total)
         self.check_outputs(tensorboard, save_dir)
-        run.start()
         try:
-            while run.reason is None:  # collect and update; the run records, logs, saves and judges
-                metrics = self.train_once()
-                if self.lr_decay_steps:
-                    self.update_learning_rates()
-                run.end_round(metrics, self.take_episodes())
-        finally:
+            run.start()  # starts the workers, if any
             try:
-                run.finish()
+                while run.reason is None:  # collect and update; the run records, logs, saves and judges
+                    metrics = self.train_once()
+                    if self.lr_decay_steps:
+                        self.update_learning_rates()
+                    run.end_round(metrics, self.take_episodes())
             finally:
-                self.stop_workers()
+                run.finish()
+        finally:
+            self.stop_workers()
         return run
 
     def check_outputs(self, tensorboard: str | None = None, save_dir: str | None = None) -> None:
@@ -764,7 +766,7 @@ class BaseAgent:
             ended, which hold the episode's true final observation.
         """
         next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
-        self.steps += self.n_envs
+        self.steps += self.envs.num_envs
         dones = terminated | truncated
         final_observations = next_observations
         if dones.any():
@@ -863,9 +865,10 @@ class OnPolicy(BaseAgent):
         per_step = self.n_envs * (space.dtype.itemsize * int(np.prod(space.shape)) + 64)
         # The rollout, its flattened copy for the update and the update's own tensors.
         check_fits(f'a rollout of {n_steps:,} steps of {self.n_envs} envs', 3 * per_step * n_steps, 'lower --n-steps')
-        self.rollout = RolloutBuffer(n_steps, self.n_envs, space, flat_actions(envs.single_action_space))
+        # Filled by the envs this process steps (a learner with workers joins theirs instead).
+        self.rollout = RolloutBuffer(n_steps, envs.num_envs, space, flat_actions(envs.single_action_space))
         self.return_stats = RunningMeanStd(shape=()) if normalize_rewards else None
-        self.discounted_returns = np.zeros(self.n_envs)  # per env, for return_stats
+        self.discounted_returns = np.zeros(envs.num_envs)  # per env, for return_stats
 
     def policy_outputs(self) -> list[Output]:
         """The outputs of an actor-critic model: distribution parameters and a value."""
@@ -1073,8 +1076,8 @@ class OffPolicy(BaseAgent):
             raise ValueError(f'expected buffer_initial_size >= return_steps * n_envs = {return_steps * self.n_envs} '
                              f'(a complete {return_steps}-step window per env before the first update), '
                              f'got {buffer_initial_size}')
-        if update_every % self.n_envs:
-            raise ValueError(f'expected update_every to be a multiple of n_envs = {self.n_envs}, '
+        if update_every % envs.num_envs:  # one vector step of the envs (of each worker) at a time
+            raise ValueError(f'expected update_every to be a multiple of n_envs = {envs.num_envs}, '
                              f'got {update_every}')
         self.update_after = update_after
         self.buffer_max_size, self.buffer_initial_size = buffer_max_size, buffer_initial_size
@@ -1113,7 +1116,7 @@ class OffPolicy(BaseAgent):
         # Noise inside updates comes from a seeded generator: XLA would reseed unseeded random ops.
         self.graph_rng = (tf.random.Generator.from_non_deterministic_state() if self.seed is None
                           else tf.random.Generator.from_seed(self.seed))
-        self.episode_starts = np.ones(self.n_envs, bool)
+        self.episode_starts = np.ones(envs.num_envs, bool)
 
     def training_state(self) -> dict:
         return {**super().training_state(), 'gradient_updates': int(self.gradient_updates.numpy()),
@@ -1161,8 +1164,8 @@ class OffPolicy(BaseAgent):
     def random_actions(self) -> np.ndarray:
         """Uniform random actions for every env: indices, or points of ``[-1, 1]^d``."""
         if self.discrete:
-            return self.rng.integers(0, self.n_actions, self.n_envs)
-        shape = (self.n_envs,) + self.buffer.action_space.shape
+            return self.rng.integers(0, self.n_actions, self.envs.num_envs)
+        shape = (self.envs.num_envs,) + self.buffer.action_space.shape
         return self.rng.uniform(-1.0, 1.0, shape).astype(np.float32)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -1227,7 +1230,9 @@ class OffPolicy(BaseAgent):
 
     def worker_settings(self) -> dict:
         size = self.envs.num_envs * (self.return_steps + 8)  # a small buffer: workers only act
-        return {'buffer_max_size': size, 'buffer_initial_size': size, 'buffer_batch_size': 1}
+        # start_steps defaults to buffer_initial_size: the learner's, not the small buffer's.
+        return {'buffer_max_size': size, 'buffer_initial_size': size, 'buffer_batch_size': 1,
+                'start_steps': self.start_steps}
 
     def update(self) -> dict:
         """Sample ``gradient_steps`` minibatches and train on them in one graph call."""

@@ -4,9 +4,10 @@ On-policy agents collect synchronously: each round every worker receives the cur
 (NumPy arrays) and running statistics, acts ``n_steps`` in its ``n_envs`` envs and returns its rollout
 segment; the learner joins the segments along the env axis, so a round means what a local round of
 ``workers x n_envs`` envs means. Off-policy agents follow Ape-X (Horgan et al. 2018,
-https://arxiv.org/abs/1803.00933): every worker acts on its own with the weights of the learner's last
-update and its own exploration, and streams segments of ``update_every`` env steps into the learner's
-replay buffer, one update per segment. A worker that dies is restarted by Ray with fresh envs; the
+https://arxiv.org/abs/1803.00933): every worker acts on its own, with its own exploration and the
+learner's weights of when it started the segment, and streams segments of ``update_every`` env steps into
+the learner's replay buffer, one update per segment; a worker starts its next segment as soon as the learner
+takes one, so it acts one update behind while the learner updates. A worker that dies is restarted by Ray with fresh envs; the
 learner logs it and asks the new worker for the lost segment.
 
 Ray is optional (``pip install 'xagents[distributed]'``) and imported only when workers are asked for.
@@ -66,23 +67,33 @@ class Segment(NamedTuple):
 class Worker:
     """A Ray actor owning ``n_envs`` envs and an agent that acts on them (it never trains).
 
-    Worker ``index`` seeds its envs ``seed + index * n_envs ...``, as env ``index * n_envs + i`` of a
-    local run, and draws its actions from a stream of its own (worker 0's is a local run's).
+    In a first fit (``first_step`` 0) worker ``index`` seeds its envs ``seed + index * n_envs ...``, as env
+    ``index * n_envs + i`` of a local run, and draws its actions from a stream of its own (worker 0's is a
+    local run's); a later fit seeds both from ``first_step`` too, so that it does not replay the first.
     """
 
-    def __init__(self, agent_class: type, env_settings: dict, hyperparameters: dict, index: int, count: int) -> None:
+    def __init__(self, agent_class: type, env_settings: dict, hyperparameters: dict, index: int, count: int,
+                 first_step: int = 0) -> None:
         os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
         import tensorflow as tf
 
         from xagents.utils.envs import create_envs
 
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        try:  # a worker acts, mostly in NumPy: one thread each leaves the cores to the other workers
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:  # TensorFlow already running in this process (a worker built in the learner's)
+            pass
         seed = hyperparameters.get('seed')
         n_envs = env_settings['n_envs']
-        self.env_seed = None if seed is None else seed + index * n_envs
+        if seed is None:
+            self.env_seed = None
+        elif first_step:
+            self.env_seed = int(np.random.SeedSequence([seed, first_step, index]).generate_state(1)[0])
+        else:
+            self.env_seed = seed + index * n_envs
         self.agent = agent_class(create_envs(**env_settings, seed=self.env_seed), **hyperparameters, quiet=True)
-        self.agent.become_worker(index, count)
+        self.agent.become_worker(index, count, first_step)
 
     def pid(self) -> int:
         return os.getpid()
@@ -125,8 +136,8 @@ def cause(error: Exception) -> str:
 
 def apex_exponent(index: int, count: int) -> float:
     """How much less worker ``index`` of ``count`` explores: Ape-X gives actor i the exploration rate
-    ``0.4 ** (1 + 7 i / (count - 1))``, so agents raise their rate (or scale their noise) by ``7 i / (count - 1)``
-    more powers; worker 0 explores as a local run."""
+    ``0.4 ** (1 + 7 i / (count - 1))``, 0.4 times ``0.4 ** (7 i / (count - 1))``; agents multiply their own rate
+    (or noise) by the latter, so worker 0 explores as a local run."""
     return 0.0 if count == 1 else 7.0 * index / (count - 1)
 
 
@@ -150,19 +161,8 @@ class WorkerPool:
     """The learner's handle on its workers: starts (or joins) Ray, creates them, calls them, restarts calls."""
 
     def __init__(self, agent: BaseAgent, count: int, address: str | None = None) -> None:
+        env, hyperparameters = worker_arguments(agent)
         ray = require_ray(address)
-        from xagents.utils.envs import env_settings
-        from xagents.utils.saved import json_values
-
-        settings = env_settings(agent.envs)
-        if settings is None:
-            raise ValueError('workers make their envs from an env id: build the agent with from_env or create_envs')
-        hyperparameters, unsaved = json_values({name: value for name, value in agent.hyperparameters.items()
-                                                if name not in LEARNER_ONLY})
-        if unsaved:
-            raise ValueError(f'workers build their agents from settings that can be sent: give {unsaved[0]} as a '
-                             'file (a .cfg), not an object')
-        hyperparameters.update(agent.worker_settings())
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray and address:
             check_reachable(address)
@@ -178,10 +178,9 @@ class WorkerPool:
                                  'authentication, give this machine its token)') from None
         cpus = ray.cluster_resources().get('CPU', 1.0)
         remote = ray.remote(Worker).options(num_cpus=min(1.0, cpus / count), max_restarts=-1, max_task_retries=0)
-        env = {**settings, 'n_envs': agent.envs.num_envs,
-               'async_envs': type(agent.envs).__name__ == 'AsyncVectorEnv'}
         self.ray, self.count = ray, count
-        self.actors = [remote.remote(type(agent), env, hyperparameters, index, count) for index in range(count)]
+        self.actors = [remote.remote(type(agent), env, hyperparameters, index, count, agent.steps)
+                       for index in range(count)]
         self.pending: dict[int, Any] = {}
         self.acting_ref, self.acting_version = None, None
         try:  # wait until every worker is built: training (and its clock) starts with all of them
@@ -243,6 +242,24 @@ class WorkerPool:
         segment = self.result(index, agent, *args)
         self.launch(index, agent, *args)
         return index, segment
+
+
+def worker_arguments(agent: BaseAgent) -> tuple[dict, dict]:
+    """What a worker of ``agent`` is built from: its envs' settings and the agent's hyperparameters, less the
+    learner's own and with :meth:`~xagents.base.BaseAgent.worker_settings`."""
+    from xagents.utils.envs import env_settings
+    from xagents.utils.saved import json_values
+
+    settings = env_settings(agent.envs)
+    if settings is None:
+        raise ValueError('workers make their envs from an env id: build the agent with from_env or create_envs')
+    hyperparameters, unsaved = json_values({name: value for name, value in agent.hyperparameters.items()
+                                            if name not in LEARNER_ONLY})
+    if unsaved:
+        raise ValueError(f'workers build their agents from settings that can be sent: give {unsaved[0]} as a '
+                         'file (a .cfg), not an object')
+    env = {**settings, 'n_envs': agent.envs.num_envs, 'async_envs': type(agent.envs).__name__ == 'AsyncVectorEnv'}
+    return env, {**hyperparameters, **agent.worker_settings()}
 
 
 def join(parts: list) -> Any:

@@ -92,8 +92,8 @@ class DDPG(OffPolicy):
             self.param_noise = AdaptiveParamNoise(dict(noises)['adaptive-param'], self.rng)
             self.last_adaption = 0
 
-    def become_worker(self, index: int, count: int) -> None:
-        super().become_worker(index, count)
+    def become_worker(self, index: int, count: int, first_step: int = 0) -> None:
+        super().become_worker(index, count, first_step)
         for noise in self.action_noises:  # Ape-X: each actor its own noise scale
             noise.sigma *= 0.4 ** apex_exponent(index, count)
 

@@ -73,7 +73,7 @@ class DQN(OffPolicy):
         self.target_update_interval = target_update_interval
         self.epsilon_start, self.epsilon_end = epsilon_start, epsilon_end
         self.epsilon_decay_steps = epsilon_decay_steps
-        self.epsilon_power = 1.0  # a distributed worker's explores less (see become_worker)
+        self.epsilon_scale = 1.0  # a distributed worker's explores less (see become_worker)
         self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
         if dueling:
             model = self.model_file('dueling', envs.single_observation_space, model)
@@ -89,11 +89,11 @@ class DQN(OffPolicy):
     def epsilon(self) -> float:
         """The exploration rate at the current step."""
         progress = min(1.0, self.steps / self.epsilon_decay_steps)
-        return (self.epsilon_start + progress * (self.epsilon_end - self.epsilon_start)) ** self.epsilon_power
+        return (self.epsilon_start + progress * (self.epsilon_end - self.epsilon_start)) * self.epsilon_scale
 
-    def become_worker(self, index: int, count: int) -> None:
-        super().become_worker(index, count)
-        self.epsilon_power = 1 + apex_exponent(index, count)  # Ape-X: each actor its own rate
+    def become_worker(self, index: int, count: int, first_step: int = 0) -> None:
+        super().become_worker(index, count, first_step)
+        self.epsilon_scale = 0.4 ** apex_exponent(index, count)  # Ape-X: each actor its own rate
 
     def q_values_np(self, observations: np.ndarray) -> np.ndarray:
         outputs = self.forward(observations)

@@ -96,11 +96,18 @@ def test_a_kill_right_after_the_first_history_write_leaves_weights_to_resume_fro
     assert read_history('h.parquet')['step'].is_monotonic_increasing
 
 
+def interruptible() -> None:
+    """Give the command Ctrl-C as a terminal does: a test suite started in the background by a shell inherits
+    SIGINT ignored, and so would the command (Python then leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize('signal_number', [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, xagents_command, signal_number):
     command = xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10000000', '--seed', '0',
                                  '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet']
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=interruptible)
     deadline = time.time() + 120
     while not os.path.exists('h.parquet') and time.time() < deadline:
         time.sleep(0.05)
@@ -120,7 +127,7 @@ def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, 
 
 def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command):
     process = subprocess.Popen(xagents_command + ['train', 'ppo', *QUICK], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     time.sleep(1.0)  # loading TensorFlow
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)

@@ -318,7 +318,7 @@ class ReplayBuffer:
             if not starts.all():
                 logger.warning('first observations are not reset frame stacks: the first '
                                'transitions of envs %s will not be sampled',
-                               np.flatnonzero(~starts).tolist())
+                               envs[~starts].tolist())
         self._store.write(rows, envs, observations)
         self._store.write(next_rows, envs, next_observations)
         self._actions[rows, envs] = actions
