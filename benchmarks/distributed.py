@@ -1,8 +1,8 @@
 """Ray workers on this machine: throughput against the number of workers on a slow env, and learning
 parity with local runs. Prints figures, asserts nothing::
 
-    python benchmarks/distributed.py scaling [--workers 1 2 4 8] [--n-envs 4] [--delay 0.002]
-    python benchmarks/distributed.py parity [--seeds 0 1 2]
+    python benchmarks/distributed.py scaling [--workers 1 2 4 8] [--n-envs 4] [--delay 0.002] [--agents ppo dqn]
+    python benchmarks/distributed.py parity [--seeds 0 1 2] [--agents ppo dqn]
 
 scaling: PPO and DQN (CartPole's tuned settings) on ``SlowCartPole-v1``, CartPole whose every step sleeps
 ``--delay`` seconds first (a latency-bound simulator: sleeping needs no core, so 2 cores can show how far
@@ -34,6 +34,7 @@ from xagents.callbacks import Callback  # noqa: E402
 
 logger = logging.getLogger('benchmarks.distributed')
 SLOW_ENV = 'slow_envs:SlowCartPole-v1'
+AGENTS = {'ppo': PPO, 'dqn': DQN}
 
 
 class Clock(Callback):
@@ -62,7 +63,7 @@ def steps_per_second(agent_class, workers: int | None, n_envs: int, seconds: flo
 
 def scaling(args) -> None:
     os.environ[slow_envs.DELAY_VARIABLE] = str(args.delay)
-    for agent_class in (PPO, DQN):
+    for agent_class in (AGENTS[name] for name in args.agents):
         base = steps_per_second(agent_class, None, args.n_envs, args.seconds)
         logger.info('%s on %s (%.0f ms per step), %d envs per worker', agent_class.__name__, SLOW_ENV,
                     args.delay * 1000, args.n_envs)
@@ -78,7 +79,7 @@ def scaling(args) -> None:
 def parity(args) -> None:
     runs = {'local, 8 envs': {'n_envs': 8}, '2 workers x 4 envs': {'n_envs': 4, 'workers': 2}}
     medians = {}
-    for name, settings in runs.items():
+    for name, settings in runs.items() if 'ppo' in args.agents else ():
         steps = []
         for seed in args.seeds:
             agent = PPO.from_env('CartPole-v1', seed=seed, quiet=True, **settings)
@@ -91,9 +92,10 @@ def parity(args) -> None:
             agent.envs.close()
         medians[name] = statistics.median(steps)
         logger.info('PPO CartPole-v1 %-20s median %d steps', name, medians[name])
-    local, distributed = medians.values()
-    logger.info('PPO: 2 workers need %.0f%% of the local median', 100 * distributed / local)
-    for seed in args.seeds:
+    if medians:
+        local, distributed = medians.values()
+        logger.info('PPO: 2 workers need %.0f%% of the local median', 100 * distributed / local)
+    for seed in args.seeds if 'dqn' in args.agents else ():
         agent = DQN.from_env('CartPole-v1', workers=2, seed=seed, quiet=True)
         run = agent.fit(target_reward=475, max_steps=200_000, eval_frequency=2500, eval_episodes=10, stop_on='eval')
         logger.info('DQN CartPole-v1 2 actors seed %d: evaluation %.1f after %d steps', seed, run.eval_reward,
@@ -111,6 +113,8 @@ def main() -> None:
     scale.add_argument('--seconds', type=float, default=12.0, help='about how long each run lasts')
     same = commands.add_parser('parity', help='steps to solve CartPole with workers and locally')
     same.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    for command in (scale, same):
+        command.add_argument('--agents', nargs='+', choices=list(AGENTS), default=list(AGENTS))
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format='%(message)s')
     logging.getLogger('xagents').setLevel(logging.WARNING)
