@@ -260,12 +260,13 @@ class BaseAgent:
                     return str(path)
         raise ValueError(f'{type(self).__name__} ships no {name}: pass a model (a .cfg file or a Keras model)')
 
-    def build(self, role: str, given, outputs: Sequence[Output]) -> tf.keras.Model:
-        """Build (or accept) the model for ``role`` with the outputs the agent needs."""
+    def build(self, role: str, given, outputs: Sequence[Output], features: bool = False) -> tf.keras.Model:
+        """Build (or accept) the model for ``role`` with the outputs the agent needs (and, with ``features``,
+        the activations its first output's layer takes, last)."""
         observation_space = self.envs.single_observation_space
         model = self.model_file(role, observation_space, given)
         if not isinstance(model, tf.keras.Model):
-            model = build_model(model, observation_space, outputs, name=role)
+            model = build_model(model, observation_space, outputs, name=role, features=features)
         self.models[role] = model
         return model
 

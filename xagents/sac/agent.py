@@ -12,6 +12,8 @@ from xagents.utils.distributions import Categorical
 from xagents.utils.models import Output
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 and Spinning Up clamp them
+SDE_MEAN_BOUND = 2.0  # gSDE's means are clipped to [-2, 2] before tanh, as Stable-Baselines3 does
+SDE_EPSILON = 1e-6  # added to gSDE's variance, as Stable-Baselines3 does
 
 
 class LogAlpha(tf.keras.Model):
@@ -32,6 +34,12 @@ class SAC(OffPolicy):
         critic loss = 1/2 sum_i E[w (Q_i(s, a) - y)^2]
         actor loss = E[alpha log pi(a~|s) - min_i Q_i(s, a~)]
         alpha loss = -E[log alpha * (log pi(a~|s) + target_entropy)]
+    With ``use_sde`` (generalised state-dependent exploration, Raffin et al. 2021,
+    https://arxiv.org/abs/2005.05719) the noise is a function of the state rather than fresh at each
+    step: ``u = mean(s) + f(s) E`` where ``f(s)`` are the actor's last hidden activations (no gradient)
+    and ``E ~ N(0, sigma^2)`` a ``(features, actions)`` matrix of learned ``log sigma``, drawn anew
+    every ``sde_sample_freq`` steps when acting and once per gradient step when learning; so
+    ``u ~ N(mean(s), f(s)^2 sigma^2)`` per action dimension.
     Discrete actions (Christodoulou 2019, https://arxiv.org/abs/1910.07207): the policy is a
     softmax and every expectation over actions is computed exactly:
         y = R + discount * sum_a' pi(a'|s') (min_i Q_targ_i(s', a') - alpha log pi(a'|s'))
@@ -58,6 +66,9 @@ class SAC(OffPolicy):
         alpha: float | None = None,
         initial_alpha: float = 1.0,
         target_entropy: float | None = None,
+        use_sde: bool = False,
+        sde_sample_freq: int | None = None,
+        log_std_init: float = -3.0,
         **kwargs,
     ) -> None:
         """
@@ -74,6 +85,11 @@ class SAC(OffPolicy):
             initial_alpha: Starting entropy weight when it is tuned.
             target_entropy: Entropy aimed at when tuning alpha; default -dim(A) for Box actions and
                 0.98 log(n) (the paper's) for n discrete actions.
+            use_sde: Explore Box actions with gSDE (state-dependent noise); a Keras actor then returns
+                ``[means, features]``.
+            sde_sample_freq: Env steps (per env) between new gSDE noise when acting; default: new noise
+                after each update, as Stable-Baselines3's -1.
+            log_std_init: Initial log sigma of gSDE's noise.
         """
         super().__init__(envs, lr=lr, buffer_initial_size=buffer_initial_size,
                          buffer_batch_size=buffer_batch_size, update_every=update_every,
@@ -83,12 +99,26 @@ class SAC(OffPolicy):
             target_entropy = 0.98 * math.log(self.n_actions) if self.discrete else -float(
                 np.prod(self.action_low.shape))
         self.target_entropy = target_entropy
+        if use_sde and self.discrete:
+            raise ValueError('use_sde explores Box actions; this env\'s actions are discrete')
+        self.use_sde, self.sde_sample_freq, self.log_std_init = use_sde, sde_sample_freq, log_std_init
+        action_dim = 0 if self.discrete else int(np.prod(self.action_low.shape))
         if self.discrete:
             self.categorical = Categorical(envs.single_action_space)
             actor_units = q_units = self.n_actions
         else:
-            actor_units, q_units = 2 * int(np.prod(self.action_low.shape)), 1
-        self.actor = self.build('actor', actor_model, [Output('policy', actor_units)])
+            actor_units, q_units = (1 if use_sde else 2) * action_dim, 1
+        self.actor = self.build('actor', actor_model, [Output('policy', actor_units)], features=use_sde)
+        if use_sde:
+            if len(self.actor.outputs) != 2 or self.actor.outputs[0].shape[-1] != action_dim:
+                raise ValueError(f'with use_sde the actor returns [means ({action_dim} units), features], '
+                                 f'got outputs of shapes {[tuple(output.shape) for output in self.actor.outputs]}')
+            features = self.actor.outputs[-1].shape[-1]
+            self.actor.sde_log_std = self.actor.add_weight(
+                shape=(features, action_dim), initializer=tf.keras.initializers.Constant(log_std_init),
+                name='sde_log_std')
+            self.exploration_matrices = None  # per env, drawn when acting
+            self._steps_on_noise = 0
         self.critic = self.build_critic('critic', critic_model, [Output('q1', q_units), Output('q2', q_units)])
         self.target_critic = self.build_target('target_critic', self.critic)
         self.models['alpha'] = self.alpha_model = LogAlpha(initial_alpha if self.auto_alpha else alpha)
@@ -100,6 +130,8 @@ class SAC(OffPolicy):
 
     # ------------------------------------------------------------------------ acting
     def policy(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        if self.use_sde:
+            return self.sde_policy(observations, deterministic)
         outputs = self.actor_forward(observations)[0]
         if self.discrete:
             return self.categorical.sample_np(outputs, self.rng, deterministic)[0]
@@ -110,25 +142,63 @@ class SAC(OffPolicy):
         std = np.exp(np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX))
         return np.tanh(mean + std * self.rng.standard_normal(mean.shape, dtype=np.float32))
 
+    def sde_policy(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        """tanh(mean + f(s) E) with each env's noise matrix E (tanh(mean) when ``deterministic``)."""
+        mean, features = self.actor_forward(observations)
+        mean = np.clip(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
+        if deterministic:
+            return np.tanh(mean)
+        frequency = self.sde_sample_freq
+        if (self.exploration_matrices is None or len(self.exploration_matrices) != len(mean)
+                or frequency and self._steps_on_noise % frequency == 0):
+            self.draw_exploration_matrices(len(mean))
+        self._steps_on_noise += 1
+        return np.tanh(mean + np.einsum('bf,bfa->ba', features, self.exploration_matrices))
+
+    def draw_exploration_matrices(self, count: int) -> None:
+        """New gSDE noise: ``count`` matrices ``E ~ N(0, sigma^2)``, one per env."""
+        std = np.exp(self.actor.sde_log_std.numpy())
+        self.exploration_matrices = std * self.rng.standard_normal((count,) + std.shape, dtype=np.float32)
+        self._steps_on_noise = 0
+
+    def on_weights_changed(self) -> None:
+        super().on_weights_changed()
+        if self.use_sde and not self.sde_sample_freq:
+            self.exploration_matrices = None  # new noise for the updated policy
+
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         outputs = self.actor(observations)
         if self.discrete:
             return tf.argmax(outputs, -1)
+        if self.use_sde:
+            return tf.tanh(tf.clip_by_value(outputs[0], -SDE_MEAN_BOUND, SDE_MEAN_BOUND))
         return tf.tanh(tf.split(outputs, 2, axis=-1)[0])
 
     def explore(self, observations: np.ndarray) -> np.ndarray:
         return self.policy(observations, deterministic=False)
 
     # ---------------------------------------------------------------------- learning
-    def squashed_gaussian(self, observations: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def squashed_gaussian(self, observations: tf.Tensor, sde_noise: tf.Tensor | None = None
+                          ) -> tuple[tf.Tensor, tf.Tensor]:
         """Reparameterised actions ``tanh(u)`` in ``[-1, 1]`` and their log-probabilities ``(batch,)``.
 
         log pi(a|s) = log N(u; mean, std) - sum log(1 - tanh(u)^2), the second term written as
-        2 (log 2 - u - softplus(-2u)) for numerical stability (Spinning Up's form).
+        2 (log 2 - u - softplus(-2u)) for numerical stability (Spinning Up's form). With gSDE,
+        ``u = mean + f(s) E`` where ``E = sigma * sde_noise`` (the step's standard normal draw, so that
+        sigma gets gradients) and ``std^2 = f(s)^2 sigma^2``.
         """
-        mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
-        log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
-        noise = self.graph_rng.normal(tf.shape(mean))
+        if self.use_sde:
+            mean, features = self.actor(observations)
+            mean = tf.clip_by_value(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
+            features = tf.stop_gradient(features)
+            sigma = tf.exp(self.actor.sde_log_std)
+            std = tf.sqrt(tf.matmul(features ** 2, sigma ** 2) + SDE_EPSILON)
+            noise = tf.matmul(features, sigma * sde_noise) / std
+            log_std = tf.math.log(std)
+        else:
+            mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
+            log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
+            noise = self.graph_rng.normal(tf.shape(mean))
         u = mean + tf.exp(log_std) * noise
         log_prob = tf.reduce_sum(-0.5 * noise ** 2 - log_std - 0.5 * math.log(2 * math.pi), -1)
         log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
@@ -138,7 +208,9 @@ class SAC(OffPolicy):
         if self.discrete:
             return self.discrete_train_step(observations, actions, rewards, next_observations, discounts, weights)
         alpha = tf.exp(self.log_alpha)
-        next_actions, next_log_probs = self.squashed_gaussian(next_observations)
+        # gSDE: one noise matrix per gradient step, as Stable-Baselines3 draws it
+        sde_noise = self.graph_rng.normal(self.actor.sde_log_std.shape) if self.use_sde else None
+        next_actions, next_log_probs = self.squashed_gaussian(next_observations, sde_noise)
         next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
         targets = tf.stop_gradient(rewards + discounts * (next_q - alpha * next_log_probs))
         critic_variables = self.critic.trainable_variables
@@ -149,7 +221,7 @@ class SAC(OffPolicy):
                                                   critic_variables))
         actor_variables = self.actor.trainable_variables
         with tf.GradientTape() as tape:
-            new_actions, log_probs = self.squashed_gaussian(observations)
+            new_actions, log_probs = self.squashed_gaussian(observations, sde_noise)
             q = tf.reduce_min(self.q_values(self.critic, observations, new_actions), 0)
             actor_loss = tf.reduce_mean(alpha * log_probs - q)
         self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables), actor_variables))

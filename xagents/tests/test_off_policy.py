@@ -236,6 +236,83 @@ def test_squashed_gaussian_log_prob_matches_the_change_of_variables():
     np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
 
 
+def sde_agent(**settings) -> SAC:
+    """SAC with gSDE on LunarLanderContinuous (2 action dims), its noise scales all different."""
+    agent = SAC.from_env('LunarLanderContinuous-v3', seed=0, use_sde=True, buffer_initial_size=256, quiet=True,
+                         **settings)
+    log_sigma = agent.actor.sde_log_std
+    log_sigma.assign(np.random.default_rng(1).uniform(-2.0, 0.0, log_sigma.shape).astype(np.float32))
+    return agent
+
+
+def test_sde_log_prob_is_the_state_dependent_gaussian_through_tanh():
+    """gSDE (Raffin et al. 2021): u = mean(s) + f(s) E with E = sigma * n, so u ~ N(mean, f(s)^2 sigma^2) per
+    action; recomputed here with NumPy and SciPy from the actor's outputs."""
+    from scipy.stats import norm
+
+    agent = sde_agent()
+    observations = np.random.default_rng(2).normal(size=(5, 8)).astype(np.float32)
+    noise = np.random.default_rng(3).normal(size=agent.actor.sde_log_std.shape).astype(np.float32)
+    actions, log_probs = agent.squashed_gaussian(tf.constant(observations), tf.constant(noise))
+    mean, features = (output.numpy().astype(np.float64) for output in agent.actor(observations))
+    sigma = np.exp(agent.actor.sde_log_std.numpy().astype(np.float64))
+    assert features.shape == (5, 64) and (features >= 0).all()  # the last ReLU layer's activations
+    u = np.clip(mean, -2, 2) + features @ (sigma * noise)
+    std = np.sqrt(features ** 2 @ sigma ** 2 + 1e-6)
+    expected = (norm.logpdf(u, np.clip(mean, -2, 2), std) - np.log(1 - np.tanh(u) ** 2)).sum(-1)
+    np.testing.assert_allclose(actions, np.tanh(u), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
+
+
+def test_sde_acting_noise_has_the_distribution_the_updates_assume():
+    """Many envs in one state: their actions before tanh spread as N(mean, f(s)^2 sigma^2)."""
+    agent = sde_agent()
+    observation = np.random.default_rng(4).normal(size=(1, 8)).astype(np.float32)
+    mean, features = (output.numpy().astype(np.float64) for output in agent.actor(observation))
+    u = np.arctanh(agent.explore(np.repeat(observation, 20000, 0)).astype(np.float64))
+    sigma = np.exp(agent.actor.sde_log_std.numpy().astype(np.float64))
+    np.testing.assert_allclose(u.mean(0), np.clip(mean[0], -2, 2), atol=0.05)
+    np.testing.assert_allclose(u.std(0), np.sqrt(features ** 2 @ sigma ** 2)[0], rtol=0.03)
+
+
+def test_sde_noise_is_held_between_updates_or_for_sde_sample_freq_steps():
+    observations = np.repeat(np.random.default_rng(5).normal(size=(1, 8)).astype(np.float32), 2, 0)
+    agent = sde_agent()
+    first = agent.explore(observations)
+    assert not np.allclose(first[0], first[1])  # each env its own noise
+    np.testing.assert_array_equal(agent.explore(observations), first)  # the same state, the same action
+    agent.on_weights_changed()  # after an update: new noise
+    assert not np.allclose(agent.explore(observations), first)
+    agent = sde_agent(sde_sample_freq=2)
+    actions = [agent.explore(observations) for _ in range(5)]
+    np.testing.assert_array_equal(actions[0], actions[1])
+    assert not np.allclose(actions[1], actions[2])
+    np.testing.assert_array_equal(actions[2], actions[3])
+    agent.on_weights_changed()  # a sample frequency holds the noise across updates
+    np.testing.assert_array_equal(agent.explore(observations), actions[4])
+
+
+def test_sde_sigma_is_trained_and_checkpointed(workdir):
+    paths = [f'{role}.npz' for role in SAC.model_roles]
+    agent = SAC.from_env('MountainCarContinuous-v0', seed=0, buffer_initial_size=256, buffer_batch_size=64,
+                         update_every=50, gradient_steps=5, checkpoints=paths, quiet=True)
+    assert agent.use_sde and agent.log_std_init == -3.67  # RL Zoo's setting for this env
+    np.testing.assert_array_equal(agent.actor.sde_log_std.numpy(), np.float32(-3.67))
+    agent.fit(max_steps=600)
+    assert not np.allclose(agent.actor.sde_log_std.numpy(), -3.67)
+    agent.save_models()
+    other = SAC.from_env('MountainCarContinuous-v0', seed=1, quiet=True)
+    other.load_weights(paths)
+    np.testing.assert_array_equal(other.actor.sde_log_std.numpy(), agent.actor.sde_log_std.numpy())
+
+
+def test_sde_needs_box_actions_and_an_actor_with_features():
+    with pytest.raises(ValueError, match='use_sde explores Box actions'):
+        SAC.from_env('CartPole-v1', use_sde=True)
+    with pytest.raises(ValueError, match=r'with use_sde the actor returns \[means \(1 units\), features\]'):
+        SAC(create_envs('Pendulum-v1'), linear(3, np.zeros((3, 1))), use_sde=True)
+
+
 def test_discrete_sac_losses_by_hand():
     """pi = (0.25, 0.75) everywhere (logits 0, ln 3); Q1(s) = (s0, s1), Q2(s) = (s1, s0); alpha 0.5."""
     envs = create_envs('CartPole-v1')
@@ -437,6 +514,8 @@ BAD_INPUTS = [
       '--buffer-batch-size', '8'],
      'xagents train dqn: error: expected buffer_initial_size >= return_steps * n_envs = 12 (a complete 3-step window '
      'per env before the first update), got 8'),
+    (['sac', '--env', 'CartPole-v1', '--use-sde'],
+     "xagents train sac: error: use_sde explores Box actions; this env's actions are discrete"),
     (['ddpg', '--env', 'Pendulum-v1', '--noise-type', 'normal_0.1,pink_0.2'],
      "xagents train ddpg: error: argument --noise-type: expected noise types normal_SIGMA, ou_SIGMA, adaptive-param_SIGMA or none, "
      "comma-separated, got 'pink_0.2' in 'normal_0.1,pink_0.2'"),

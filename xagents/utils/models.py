@@ -59,6 +59,7 @@ class LayerGraph:
 
     trunk: list
     branches: list[list]
+    features: bool = False  # the model also outputs what its first head takes (gSDE's features)
 
 
 class CfgError(ValueError):
@@ -162,7 +163,7 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
 
 
 def build_model(
-    path: str, observation_space, outputs: Sequence[Output], name: str = 'model'
+    path: str, observation_space, outputs: Sequence[Output], name: str = 'model', features: bool = False
 ) -> tf.keras.Model:
     """Build a Keras model from the cfg at ``path`` for ``observation_space``.
 
@@ -171,6 +172,8 @@ def build_model(
         observation_space: A Gymnasium Box; uint8 observations are scaled to [0, 1] in the model.
         outputs: What the agent needs, matched in order to the cfg's ``output=1`` sections.
         name: The Keras model name.
+        features: Also output, last, the activations the first output's layer takes (the features
+            of state-dependent exploration).
 
     Returns:
         A model mapping a batch of observations to the list of outputs (or one tensor if one
@@ -204,7 +207,7 @@ def build_model(
         (trunk if section.flag('common') else tower).append(section)
         if section.name.startswith('dense') and 'units' not in section.items:
             raise section.error('units', 'missing required key')
-    graph = LayerGraph(trunk=[], branches=[])
+    graph = LayerGraph(trunk=[], branches=[], features=features)
     flat = len(shape) == 1
     weights = 0
 
@@ -245,6 +248,10 @@ def build_model(
         branch.append(head)
         graph.branches.append(branch)
         results.append(head(y))
+        if features and len(results) == 1:
+            last_hidden = y
+    if features:
+        results.append(last_hidden)
     model = tf.keras.Model(inputs, results if len(results) > 1 else results[0], name=name)
     model.layer_graph = graph
     return model
@@ -302,10 +309,12 @@ class NumpyForward:
         results = []
         for branch in self.branches:
             y = x
-            for kernel, bias, activation in branch:
+            for kernel, bias, activation in branch[:-1]:
                 y = activation(y @ kernel + bias)
-            results.append(y)
-        return results
+            features = y if not results else features  # what the first head takes
+            kernel, bias, activation = branch[-1]
+            results.append(activation(y @ kernel + bias))
+        return results + [features] if self.graph.features else results
 
 
 class Forward:
