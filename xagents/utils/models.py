@@ -306,15 +306,15 @@ class NumpyForward:
             x = x * self.scale
         for kernel, bias, activation in self.trunk:
             x = activation(x @ kernel + bias)
-        results = []
+        results, head_inputs = [], []
         for branch in self.branches:
             y = x
             for kernel, bias, activation in branch[:-1]:
                 y = activation(y @ kernel + bias)
-            features = y if not results else features  # what the first head takes
+            head_inputs.append(y)
             kernel, bias, activation = branch[-1]
             results.append(activation(y @ kernel + bias))
-        return results + [features] if self.graph.features else results
+        return results + head_inputs[:1] if self.graph.features else results
 
 
 class Forward:
