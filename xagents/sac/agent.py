@@ -8,12 +8,11 @@ import numpy as np
 import tensorflow as tf
 
 from xagents.base import OffPolicy
-from xagents.utils.distributions import Categorical
+from xagents.utils.distributions import Categorical, StateDependentNoise
 from xagents.utils.models import Output
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 and Spinning Up clamp them
 SDE_MEAN_BOUND = 2.0  # gSDE's means are clipped to [-2, 2] before tanh, as Stable-Baselines3 does
-SDE_EPSILON = 1e-6  # added to gSDE's variance, as Stable-Baselines3 does
 
 
 class LogAlpha(tf.keras.Model):
@@ -117,8 +116,7 @@ class SAC(OffPolicy):
             self.actor.sde_log_std = self.actor.add_weight(
                 shape=(features, action_dim), initializer=tf.keras.initializers.Constant(log_std_init),
                 name='sde_log_std')
-            self.exploration_matrices = None  # per env, drawn when acting
-            self._steps_on_noise = 0
+        self.sde = StateDependentNoise(sde_sample_freq) if use_sde else None
         self.critic = self.build_critic('critic', critic_model, [Output('q1', q_units), Output('q2', q_units)])
         self.target_critic = self.build_target('target_critic', self.critic)
         self.models['alpha'] = self.alpha_model = LogAlpha(initial_alpha if self.auto_alpha else alpha)
@@ -148,23 +146,12 @@ class SAC(OffPolicy):
         mean = np.clip(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
         if deterministic:
             return np.tanh(mean)
-        frequency = self.sde_sample_freq
-        if (self.exploration_matrices is None or len(self.exploration_matrices) != len(mean)
-                or frequency and self._steps_on_noise % frequency == 0):
-            self.draw_exploration_matrices(len(mean))
-        self._steps_on_noise += 1
-        return np.tanh(mean + np.einsum('bf,bfa->ba', features, self.exploration_matrices))
-
-    def draw_exploration_matrices(self, count: int) -> None:
-        """New gSDE noise: ``count`` matrices ``E ~ N(0, sigma^2)``, one per env."""
-        std = np.exp(self.actor.sde_log_std.numpy())
-        self.exploration_matrices = std * self.rng.standard_normal((count,) + std.shape, dtype=np.float32)
-        self._steps_on_noise = 0
+        return np.tanh(mean + self.sde.noise(features, self.actor.sde_log_std.numpy(), self.rng))
 
     def on_weights_changed(self) -> None:
         super().on_weights_changed()
-        if self.use_sde and not self.sde_sample_freq:
-            self.exploration_matrices = None  # new noise for the updated policy
+        if getattr(self, 'sde', None):
+            self.sde.reset()  # new noise for the updated policy
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         outputs = self.actor(observations)
@@ -190,11 +177,9 @@ class SAC(OffPolicy):
         if self.use_sde:
             mean, features = self.actor(observations)
             mean = tf.clip_by_value(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
-            features = tf.stop_gradient(features)
-            sigma = tf.exp(self.actor.sde_log_std)
-            std = tf.sqrt(tf.matmul(features ** 2, sigma ** 2) + SDE_EPSILON)
-            noise = tf.matmul(features, sigma * sde_noise) / std
-            log_std = tf.math.log(std)
+            log_sigma = self.actor.sde_log_std
+            log_std = StateDependentNoise.log_std(features, log_sigma)
+            noise = tf.matmul(tf.stop_gradient(features), tf.exp(log_sigma) * sde_noise) * tf.exp(-log_std)
         else:
             mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
             log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)

@@ -2,7 +2,8 @@
 
 TensorFlow Probability does not support Keras 3, and each of these is a few lines.
 A categorical distribution is parameterised by logits ``(B, n)``; a diagonal Gaussian by a
-mean ``(B, d)`` and a state-independent ``log_std`` ``(d,)``.
+mean ``(B, d)`` and a ``log_std``: state-independent ``(d,)``, or per sample ``(B, d)`` with
+state-dependent exploration (:class:`StateDependentNoise`).
 """
 from __future__ import annotations
 
@@ -68,16 +69,20 @@ class DiagGaussian:
         if deterministic:
             return mean.astype(np.float32), np.zeros(len(mean), np.float32)
         noise = rng.standard_normal(mean.shape, dtype=np.float32)
-        actions = mean + np.exp(log_std) * noise
-        log_probs = -0.5 * (noise**2).sum(-1) - log_std.sum() - 0.5 * self.dim * LOG_2PI
+        return self.with_log_probs(mean + np.exp(log_std) * noise, noise, log_std)
+
+    def with_log_probs(self, actions: np.ndarray, noise: np.ndarray, log_std: np.ndarray):
+        """``(actions, log_probs)`` of actions ``mean + std * noise``."""
+        log_probs = -0.5 * (noise**2).sum(-1) - log_std.sum(-1) - 0.5 * self.dim * LOG_2PI
         return actions.astype(np.float32), log_probs.astype(np.float32)
 
     def log_prob(self, mean: tf.Tensor, log_std: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
         z = (actions - mean) * tf.exp(-log_std)
-        return -0.5 * tf.reduce_sum(z**2, -1) - tf.reduce_sum(log_std) - 0.5 * self.dim * LOG_2PI
+        return -0.5 * tf.reduce_sum(z**2, -1) - tf.reduce_sum(log_std, -1) - 0.5 * self.dim * LOG_2PI
 
     def entropy(self, mean: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:
-        return tf.fill(tf.shape(mean)[:1], tf.reduce_sum(log_std) + 0.5 * self.dim * (1 + LOG_2PI))
+        per_sample = tf.reduce_sum(log_std + tf.zeros_like(mean), -1)  # (d,) or (B, d) log_std
+        return per_sample + 0.5 * self.dim * (1 + LOG_2PI)
 
     def kl(self, old_mean, old_log_std, mean, log_std) -> tf.Tensor:
         """KL(old || new) per sample."""
@@ -88,6 +93,49 @@ class DiagGaussian:
     def clip(self, actions: np.ndarray) -> np.ndarray:
         """``(B, dim)`` sampled actions as the env takes them: clipped to the bounds, in the space's shape."""
         return np.clip(actions, self.low, self.high).reshape((len(actions),) + self.shape)
+
+
+class StateDependentNoise:
+    """Generalised state-dependent exploration (gSDE, Raffin et al. 2021, https://arxiv.org/abs/2005.05719).
+
+    The noise of the actions before any squashing is ``f(s) E``: ``f(s)`` the policy's last hidden
+    activations ``(B, F)`` and ``E`` a ``(F, d)`` matrix of ``N(0, sigma^2)`` entries, ``log sigma``
+    learned. While ``E`` is held, the same state gives the same action; over draws of ``E`` the
+    actions are Gaussian with ``std^2 = f(s)^2 sigma^2`` per action dimension. Each env acts with a
+    matrix of its own, drawn anew every ``sample_freq`` steps or, without one, at :meth:`reset`.
+    """
+
+    EPSILON = 1e-6  # added to the variance, as Stable-Baselines3 does
+
+    def __init__(self, sample_freq: int | None = None) -> None:
+        self.sample_freq = sample_freq
+        self.matrices: np.ndarray | None = None  # (envs, F, d), drawn when acting
+        self.steps_held = 0
+
+    @classmethod
+    def log_std(cls, features: tf.Tensor, log_sigma: tf.Tensor) -> tf.Tensor:
+        """Per-sample ``log std`` ``(B, d)`` of the actions (graph mode; the features get no gradient)."""
+        features = tf.stop_gradient(features)
+        return 0.5 * tf.math.log(tf.matmul(features ** 2, tf.exp(2.0 * log_sigma)) + cls.EPSILON)
+
+    @classmethod
+    def log_std_np(cls, features: np.ndarray, log_sigma: np.ndarray) -> np.ndarray:
+        return 0.5 * np.log(features ** 2 @ np.exp(2.0 * log_sigma) + cls.EPSILON)
+
+    def noise(self, features: np.ndarray, log_sigma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``f(s) E`` ``(B, d)`` with each env's held matrix, drawing new ones when they are due."""
+        if (self.matrices is None or len(self.matrices) != len(features)
+                or self.sample_freq and self.steps_held % self.sample_freq == 0):
+            sigma = np.exp(log_sigma)
+            self.matrices = sigma * rng.standard_normal((len(features),) + sigma.shape, dtype=np.float32)
+            self.steps_held = 0
+        self.steps_held += 1
+        return np.einsum('bf,bfa->ba', features, self.matrices)
+
+    def reset(self) -> None:
+        """New matrices at the next step unless a sample frequency holds them (after each update)."""
+        if not self.sample_freq:
+            self.matrices = None
 
 
 def distribution_for(space: gym.Space) -> Categorical | DiagGaussian:
