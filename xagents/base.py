@@ -30,7 +30,7 @@ from xagents.run import Episode, Run
 from xagents.utils.atomic import atomic_write, check_writable, remove_stale_temporaries
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
 from xagents.utils.console import console_logging
-from xagents.utils.distributions import DiagGaussian, distribution_for
+from xagents.utils.distributions import DiagGaussian, StateDependentNoise, distribution_for
 from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, create_envs, env_settings, frame_stacked,
                                 one_hot_size)
 from xagents.utils.history import History, check_identity
@@ -844,8 +844,9 @@ class OnPolicy(BaseAgent):
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
-                 normalize_rewards: bool = False, log_std_init: float = 0.0, opt_epsilon: float = 1e-7,
-                 beta1: float = 0.9, beta2: float = 0.999, **kwargs) -> None:
+                 normalize_rewards: bool = False, log_std_init: float = 0.0, use_sde: bool = False,
+                 sde_sample_freq: int | None = None, opt_epsilon: float = 1e-7, beta1: float = 0.9,
+                 beta2: float = 0.999, **kwargs) -> None:
         """
         Args:
             n_steps: Steps per env in each rollout.
@@ -853,7 +854,12 @@ class OnPolicy(BaseAgent):
             normalize_rewards: Divide the rewards the agent learns from by a running standard deviation
                 of the discounted return, clipped to [-10, 10] (Baselines' VecNormalize, RL Zoo's
                 normalize); scores stay the env's; the statistics are saved with the first model.
-            log_std_init: Initial log standard deviation of Box actions (RL Zoo uses -2 on MuJoCo).
+            log_std_init: Initial log standard deviation of Box actions (RL Zoo uses -2 on MuJoCo); with
+                use_sde, of the noise matrix's entries.
+            use_sde: Explore Box actions with generalised state-dependent noise (gSDE, see
+                :class:`~xagents.utils.distributions.StateDependentNoise`); a Keras model then returns
+                ``[means, value, features]``.
+            sde_sample_freq: Steps (per env) between new gSDE noise; default: new noise each rollout.
             opt_epsilon: Adam epsilon.
             beta1: Adam beta1.
             beta2: Adam beta2.
@@ -861,7 +867,11 @@ class OnPolicy(BaseAgent):
         super().__init__(envs, **kwargs)
         self.optimizer_settings.update(epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
         self.n_steps, self.lam, self.log_std_init = n_steps, lam, log_std_init
+        self.use_sde, self.sde_sample_freq = use_sde, sde_sample_freq
         self.distribution = distribution_for(envs.single_action_space)
+        if use_sde and not isinstance(self.distribution, DiagGaussian):
+            raise ValueError('use_sde explores Box actions; this env\'s actions are discrete')
+        self.sde = StateDependentNoise(sde_sample_freq) if use_sde else None
         space = envs.single_observation_space
         per_step = self.n_envs * (space.dtype.itemsize * int(np.prod(space.shape)) + 64)
         # The rollout, its flattened copy for the update and the update's own tensors.
@@ -877,7 +887,7 @@ class OnPolicy(BaseAgent):
 
     def build_actor_critic(self, model) -> tf.keras.Model:
         """Build the actor-critic model and, for Box actions, its learned ``log_std``."""
-        model = self.with_log_std(self.build('model', model, self.policy_outputs()))
+        model = self.with_log_std(self.build('model', model, self.policy_outputs(), features=self.use_sde))
         self.act_with(model)
         return model
 
@@ -888,9 +898,17 @@ class OnPolicy(BaseAgent):
         self.on_weights_changed()
 
     def with_log_std(self, policy: tf.keras.Model) -> tf.keras.Model:
-        """For Box actions, give ``policy`` a learned state-independent ``log_std`` (saved with it)."""
+        """For Box actions, give ``policy`` a learned ``log_std`` (saved with it): state-independent ``(d,)``,
+        or with gSDE the ``(features, d)`` log sigma of the noise matrix."""
         if isinstance(self.distribution, DiagGaussian) and not hasattr(policy, 'log_std'):
-            policy.log_std = policy.add_weight(shape=(self.distribution.dim,), name='log_std',
+            shape = (self.distribution.dim,)
+            if self.use_sde:
+                outputs = policy.outputs
+                if len(outputs) != 3 or outputs[0].shape[-1] != self.distribution.dim:
+                    raise ValueError(f'with use_sde the model returns [means ({self.distribution.dim} units), value, '
+                                     f'features], got outputs of shapes {[tuple(output.shape) for output in outputs]}')
+                shape = (outputs[-1].shape[-1], self.distribution.dim)
+            policy.log_std = policy.add_weight(shape=shape, name='log_std',
                                                initializer=tf.keras.initializers.Constant(self.log_std_init))
         return policy
 
@@ -898,22 +916,39 @@ class OnPolicy(BaseAgent):
         super().on_weights_changed()
         policy = self.models.get(self.model_roles[0])
         self.log_std_np = policy.log_std.numpy() if hasattr(policy, 'log_std') else None
+        if self.sde:
+            self.sde.reset()
 
-    def forward(self, observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Distribution parameters and values ``(B,)`` for a batch of observations."""
-        params, values = self.policy_and_value(observations)
-        return params, values[:, 0]
+    def forward(self, observations: np.ndarray) -> tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """Distribution parameters (with gSDE: means and features) and values ``(B,)`` for a batch of observations."""
+        params, values, *features = self.policy_and_value(observations)
+        return (params, *features) if features else params, values[:, 0]
 
-    def sample_actions(self, params: np.ndarray, deterministic: bool = False):
+    def policy_value(self, observations: tf.Tensor) -> tuple:
+        """Graph-mode :meth:`forward` of the actor-critic model."""
+        params, values, *features = self.model(observations)
+        return (params, *features) if features else params, values
+
+    def sample_actions(self, params, deterministic: bool = False):
         """Actions drawn from the distributions of ``params`` (their modes if ``deterministic``), with their log-probabilities."""
+        if self.sde:
+            mean, features = params
+            if deterministic:
+                return self.distribution.sample_np(mean, self.log_std_np, self.rng, True)
+            noise = self.sde.noise(features, self.log_std_np, self.rng)
+            log_std = StateDependentNoise.log_std_np(features, self.log_std_np)
+            return self.distribution.with_log_probs(mean + noise, noise * np.exp(-log_std), log_std)
         if self.log_std_np is not None:
             return self.distribution.sample_np(params, self.log_std_np, self.rng, deterministic)
         return self.distribution.sample_np(params, self.rng, deterministic)
 
-    def log_prob_entropy(self, params: tf.Tensor, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def log_prob_entropy(self, params, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """Graph-mode log-probabilities of ``actions`` and entropies under ``params``."""
         if isinstance(self.distribution, DiagGaussian):
             log_std = self.models[self.model_roles[0]].log_std  # the policy's
+            if self.sde:
+                params, features = params
+                log_std = StateDependentNoise.log_std(features, log_std)
             return (self.distribution.log_prob(params, log_std, actions),
                     self.distribution.entropy(params, log_std))
         return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
@@ -928,7 +963,7 @@ class OnPolicy(BaseAgent):
         return super().env_actions(actions)
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
-        params = tf.nest.flatten(self.models[self.model_roles[0]](observations))[0]
+        params = tf.nest.flatten(self.models[self.model_roles[0]](observations))[0]  # (the means with gSDE)
         return params if isinstance(self.distribution, DiagGaussian) else tf.argmax(params, -1)
 
     def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:

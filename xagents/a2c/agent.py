@@ -60,7 +60,7 @@ class A2C(OnPolicy):
     @tf.function
     def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
         with tf.GradientTape() as tape:
-            params, values = self.model(observations)
+            params, values = self.policy_value(observations)
             new_log_probs, entropy = self.log_prob_entropy(params, actions)
             policy_loss = -tf.reduce_mean(new_log_probs * advantages)
             value_loss = tf.reduce_mean((returns - values[:, 0]) ** 2)

@@ -64,7 +64,7 @@ class PPO(OnPolicy):
 
     def minibatch_loss(self, observations, actions, old_log_probs, advantages, returns):
         """Clipped surrogate, value and entropy terms for one minibatch."""
-        params, values = self.model(observations)
+        params, values = self.policy_value(observations)
         log_probs, entropy = self.log_prob_entropy(params, actions)
         if self.normalize_advantages:
             advantages = standardized(advantages)

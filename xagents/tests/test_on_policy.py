@@ -217,3 +217,69 @@ def test_return_statistics_travel_with_the_weights(workdir):
     plain.save_models()
     with pytest.raises(ValueError, match='expected return statistics in the model weights file'):
         loaded.load_weights(['p.tf'])
+
+
+# ------------------------------------------------------------------------------------ gSDE
+def sde_agent(agent_class, **settings):
+    """An on-policy agent with gSDE on LunarLanderContinuous (2 action dims), its noise scales all different."""
+    agent = agent_class.from_env('LunarLanderContinuous-v3', seed=0, n_envs=2, use_sde=True, quiet=True, **settings)
+    log_sigma = agent.model.log_std
+    log_sigma.assign(np.random.default_rng(1).uniform(-2.0, 0.0, log_sigma.shape).astype(np.float32))
+    agent.on_weights_changed()
+    return agent
+
+
+@pytest.mark.parametrize('agent_class', [PPO, A2C])
+def test_sde_log_probs_and_entropy_are_the_state_dependent_gaussians(agent_class):
+    """With gSDE (Raffin et al. 2021) an action is N(mean(s), f(s)^2 sigma^2) per dimension, f(s) the
+    policy's last hidden activations; recomputed with SciPy from the model's outputs."""
+    from scipy.stats import norm
+
+    agent = sde_agent(agent_class)
+    rng = np.random.default_rng(2)
+    observations = rng.normal(size=(6, 8)).astype(np.float32)
+    actions = rng.normal(size=(6, 2)).astype(np.float32)
+    params, _ = agent.policy_value(observations)
+    log_probs, entropy = agent.log_prob_entropy(params, actions)
+    mean, _, features = (output.numpy().astype(np.float64) for output in agent.model(observations))
+    sigma = np.exp(agent.model.log_std.numpy().astype(np.float64))
+    std = np.sqrt(features ** 2 @ sigma ** 2 + 1e-6)
+    np.testing.assert_allclose(log_probs, norm.logpdf(actions, mean, std).sum(-1), rtol=1e-4)
+    np.testing.assert_allclose(entropy, norm.entropy(mean, std).sum(-1), rtol=1e-4)
+
+
+def test_sde_actions_spread_as_the_updates_assume_and_are_held_through_a_rollout():
+    agent = sde_agent(PPO)
+    observation = np.random.default_rng(4).normal(size=(1, 8)).astype(np.float32)
+    (mean, features), _ = agent.forward(np.repeat(observation, 20000, 0))
+    actions, log_probs = agent.sample_actions((mean, features))  # 20,000 envs in one state
+    sigma = np.exp(agent.model.log_std.numpy().astype(np.float64))
+    std = np.sqrt(features[0].astype(np.float64) ** 2 @ sigma ** 2)
+    np.testing.assert_allclose(actions.mean(0), mean[0], atol=0.02)
+    np.testing.assert_allclose(actions.std(0), std, rtol=0.03)
+    # Each env holds its noise: the same state, the same action, until the next update.
+    (mean, features), _ = agent.forward(np.repeat(observation, 2, 0))
+    first, _ = agent.sample_actions((mean, features))
+    assert not np.allclose(first[0], first[1])
+    np.testing.assert_array_equal(agent.sample_actions((mean, features))[0], first)
+    agent.on_weights_changed()
+    assert not np.allclose(agent.sample_actions((mean, features))[0], first)
+
+
+def test_sde_log_probs_stored_when_acting_are_those_the_update_computes():
+    """Before an update PPO's ratio must be exactly 1: the collected log-probabilities are the graph's."""
+    agent = sde_agent(PPO, n_steps=16, mini_batches=1)
+    agent.start_envs(0)
+    rollout = agent.collect()
+    observations = rollout.observations.reshape(32, 8)
+    params, _ = agent.policy_value(observations)
+    log_probs, _ = agent.log_prob_entropy(params, rollout.actions.reshape(32, 2))
+    np.testing.assert_allclose(log_probs, rollout.log_probs.reshape(32), rtol=1e-4, atol=1e-4)
+    assert np.ptp(rollout.log_probs) > 0.1
+
+
+def test_sde_is_for_box_actions_and_not_trpo():
+    with pytest.raises(ValueError, match='use_sde explores Box actions'):
+        PPO.from_env('CartPole-v1', use_sde=True)
+    with pytest.raises(ValueError, match='TRPO explores with a state-independent std'):
+        TRPO.from_env('Pendulum-v1', use_sde=True)

@@ -69,6 +69,8 @@ class TRPO(OnPolicy):
             normalize_advantages: Normalise the rollout's advantages before the policy step.
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
+        if self.use_sde:
+            raise ValueError('TRPO explores with a state-independent std; use_sde is for PPO and A2C')
         batch = n_steps * self.n_envs
         if batch % mini_batches:
             raise ValueError(
