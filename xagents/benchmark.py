@@ -51,6 +51,7 @@ SUITES = {
         Job('trpo', 'CartPole-v1', 475, 300_000, 10_000), Job('acer', 'CartPole-v1', 475, 300_000, 10_000),
         Job('dqn', 'CartPole-v1', 475, 150_000, 5_000), Job('sac', 'CartPole-v1', 475, 100_000, 5_000),
         Job('ppo', 'Pendulum-v1', -250, 200_000, 10_000), Job('trpo', 'Pendulum-v1', -250, 200_000, 10_000),
+        Job('a2c', 'Pendulum-v1', -250, 600_000, 25_000),
         Job('sac', 'Pendulum-v1', -200, 20_000, 1_000), Job('td3', 'Pendulum-v1', -200, 20_000, 1_000),
         Job('ddpg', 'Pendulum-v1', -200, 20_000, 1_000),
         Job('ppo', 'Acrobot-v1', -100, 300_000, 10_000), Job('dqn', 'Acrobot-v1', -100, 200_000, 10_000),
