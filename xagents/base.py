@@ -856,9 +856,8 @@ class OnPolicy(BaseAgent):
                 normalize); scores stay the env's; the statistics are saved with the first model.
             log_std_init: Initial log standard deviation of Box actions (RL Zoo uses -2 on MuJoCo); with
                 use_sde, of the noise matrix's entries.
-            use_sde: Explore Box actions with generalised state-dependent noise (gSDE, see
-                :class:`~xagents.utils.distributions.StateDependentNoise`); a Keras model then returns
-                ``[means, value, features]``.
+            use_sde: Explore Box actions with generalised state-dependent noise (gSDE, Raffin et al.
+                2021); a Keras model then returns [means, value, features].
             sde_sample_freq: Steps (per env) between new gSDE noise; default: new noise each rollout.
             opt_epsilon: Adam epsilon.
             beta1: Adam beta1.

@@ -3,7 +3,7 @@ of its own flags; everything else about a flag comes from A2C's signature."""
 from xagents.utils.cli import ON_POLICY_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
 
 TUNABLE = {
-    **ON_POLICY_TUNABLE, **LOSS_COEFFICIENTS_TUNABLE, 'opt_epsilon': 'log', 'model': 'categorical',
+    **ON_POLICY_TUNABLE, **LOSS_COEFFICIENTS_TUNABLE, 'opt_epsilon': 'log', 'model': 'categorical', 'use_sde': 'categorical', 'log_std_init': 'uniform',
 }
 
 EXAMPLES = [

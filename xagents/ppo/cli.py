@@ -5,7 +5,7 @@ from xagents.utils.cli import ON_POLICY_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
 TUNABLE = {
     **ON_POLICY_TUNABLE, **LOSS_COEFFICIENTS_TUNABLE, 'clip_range': 'uniform', 'ppo_epochs': 'uniform',
     'mini_batches': 'log', 'target_kl': 'log', 'opt_epsilon': 'log', 'normalize_advantages': 'categorical',
-    'model': 'categorical',
+    'model': 'categorical', 'use_sde': 'categorical', 'log_std_init': 'uniform',
 }
 
 EXAMPLES = [

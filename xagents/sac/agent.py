@@ -84,8 +84,8 @@ class SAC(OffPolicy):
             initial_alpha: Starting entropy weight when it is tuned.
             target_entropy: Entropy aimed at when tuning alpha; default -dim(A) for Box actions and
                 0.98 log(n) (the paper's) for n discrete actions.
-            use_sde: Explore Box actions with gSDE (state-dependent noise); a Keras actor then returns
-                ``[means, features]``.
+            use_sde: Explore Box actions with generalised state-dependent noise (gSDE, Raffin et al.
+                2021); a Keras actor then returns [means, features].
             sde_sample_freq: Env steps (per env) between new gSDE noise when acting; default: new noise
                 after each update, as Stable-Baselines3's -1.
             log_std_init: Initial log sigma of gSDE's noise.
