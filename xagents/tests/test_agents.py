@@ -167,11 +167,14 @@ def test_entropy_bonus_raises_the_entropy_of_a_peaked_policy(agent_class, settin
     assert _entropy(_policy(agent)) > before + 0.2
 
 
-@pytest.mark.parametrize('agent_class, settings', [(PPO, {}), (A2C, {'lr': 0.01, 'n_steps': 8})])
+@pytest.mark.parametrize('agent_class, settings', [
+    (PPO, {}), (A2C, {'lr': 0.01, 'n_steps': 8, 'use_sde': False, 'log_std_init': 0.0}),
+    (A2C, {'lr': 0.01, 'n_steps': 8, 'use_sde': True, 'log_std_init': -2.0}),  # gSDE: the noise matrix's sigma
+])
 def test_entropy_bonus_widens_a_gaussian_policy(agent_class, settings):
     agent = agent_class.from_env('Pendulum-v1', seed=0, n_envs=4, entropy_coef=1.0, quiet=True, **settings)
     agent.fit(max_steps=8192)
-    assert agent.model.log_std.numpy().mean() > 0.1  # it starts at 0
+    assert agent.model.log_std.numpy().mean() > agent.log_std_init + 0.1
 
 
 def _policy(agent) -> np.ndarray:
