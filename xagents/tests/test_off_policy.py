@@ -256,7 +256,7 @@ def test_sde_log_prob_is_the_state_dependent_gaussian_through_tanh():
     actions, log_probs = agent.squashed_gaussian(tf.constant(observations), tf.constant(noise))
     mean, features = (output.numpy().astype(np.float64) for output in agent.actor(observations))
     sigma = np.exp(agent.actor.sde_log_std.numpy().astype(np.float64))
-    assert features.shape == (5, agent.actor.sde_log_std.shape[0]) and (features >= 0).all()  # the last ReLU layer's
+    assert features.shape == (5, agent.actor.sde_log_std.shape[0]) and (features >= 0).all()  # ReLU activations
     u = np.clip(mean, -2, 2) + features @ (sigma * noise)
     std = np.sqrt(features ** 2 @ sigma ** 2 + 1e-6)
     expected = (norm.logpdf(u, np.clip(mean, -2, 2), std) - np.log(1 - np.tanh(u) ** 2)).sum(-1)
