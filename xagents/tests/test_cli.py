@@ -268,16 +268,18 @@ def hidden_units(model) -> list[int]:
 
 def test_mujoco_presets_build_rl_zoos_networks_from_packaged_cfgs_and_initial_log_std(workdir):
     """A preset names a packaged cfg by its file name; PPO's log_std starts where the preset says."""
-    from xagents import PPO, SAC, TD3
+    from xagents import DDPG, PPO, SAC, TD3
 
     sac = SAC.from_env('Hopper-v5', seed=0)
     assert hidden_units(sac.actor) == [256, 256] and hidden_units(sac.critic) == [256, 256, 256, 256]
     td3 = TD3.from_env('Hopper-v5', seed=0)
     assert hidden_units(td3.actor)[:2] == [400, 300] and sorted(hidden_units(td3.critic)) == [300, 300, 400, 400]
+    ddpg = DDPG.from_env('LunarLanderContinuous-v3', seed=0)
+    assert hidden_units(ddpg.actor)[:2] == [400, 300] and sorted(hidden_units(ddpg.critic)) == [300, 400]
     ppo = PPO.from_env('Hopper-v5', seed=0)
     assert np.allclose(ppo.model.log_std.numpy(), -2.0) and hidden_units(ppo.model) == [256, 256, 256, 256]
     assert np.allclose(PPO.from_env('Pendulum-v1').model.log_std.numpy(), 0.0)
-    for agent in (sac, td3, ppo):
+    for agent in (sac, td3, ddpg, ppo):
         agent.envs.close()
     with pytest.raises(ValueError, match=r'^SAC ships no ann-actor-3\.cfg: pass a model'):
         SAC.from_env('Pendulum-v1', actor_model='ann-actor-3.cfg')
