@@ -248,6 +248,19 @@ def test_a_python_script_shows_progress_and_no_tensorflow_noise(workdir):
     assert result.stderr == ''
 
 
+@pytest.mark.parametrize('collecting', [True, False])
+def test_tensorflow_loads_with_garbage_collection_paused_then_as_the_program_had_it(collecting):
+    """It loads faster with the collector off; left off, every reference cycle of a long run would leak."""
+    script = ("import gc\n"
+              f"{'' if collecting else 'gc.disable()'}\n"
+              "from xagents import PPO\n"
+              "print(gc.isenabled(), gc.get_freeze_count())\n")
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
+    enabled, frozen = result.stdout.split()
+    assert enabled == str(collecting)
+    assert int(frozen) > 100_000  # TensorFlow's objects, kept out of every later collection
+
+
 @pytest.mark.parametrize('agent', AGENTS)
 def test_every_tuned_default_names_a_parameter_of_its_agent(agent):
     import json
