@@ -256,6 +256,7 @@ def test_tensorflow_loads_with_garbage_collection_paused_then_as_the_program_had
               "from xagents import PPO\n"
               "print(gc.isenabled(), gc.get_freeze_count())\n")
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
     enabled, frozen = result.stdout.split()
     assert enabled == str(collecting)
     assert int(frozen) > 100_000  # TensorFlow's objects, kept out of every later collection
