@@ -4,11 +4,11 @@ Runs in its own virtual environment (SB3 is a comparison, not a dependency of xa
 
     python -m venv sb3 && sb3/bin/pip install stable-baselines3 'gymnasium[box2d,atari,mujoco]' opencv-python-headless
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole --seed 0
-    sb3/bin/python benchmarks/sb3_baseline.py mujoco --algo ppo --env Hopper-v5 --steps 300000 --seed 0
+    sb3/bin/python benchmarks/sb3_baseline.py evaluate --algo ppo --env Hopper-v5 --steps 300000 --seed 0
 
 Prints one JSON line: the env steps taken and, for a target, the steps at which it was reached;
 for a throughput case, env steps per second after the warm-up (the random-action steps and the
-first update); for mujoco, a line per evaluation (10 deterministic episodes) and then all of them.
+first update); for evaluate, a line per evaluation (10 deterministic episodes) and then all of them.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3 import PPO, SAC, TD3
+from stable_baselines3 import A2C, PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_atari_env, make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise
@@ -87,13 +87,7 @@ def ppo_pong(seed: int) -> dict:
 
 def throughput(algo: str, env_id: str, seed: int, steps: int, warmup: int) -> dict:
     """RL Zoo's MuJoCo settings with a short random warm-up; steps/s after it and the first update."""
-    env = make_vec_env(env_id, n_envs=1, seed=seed)
-    if algo == 'sac':
-        model = SAC('MlpPolicy', env, learning_starts=warmup, seed=seed)  # 256-256, batch 256
-    else:
-        noise = NormalActionNoise(np.zeros(env.action_space.shape), 0.1 * np.ones(env.action_space.shape))
-        model = TD3('MlpPolicy', env, learning_starts=warmup, learning_rate=1e-3, batch_size=256, action_noise=noise,
-                    policy_kwargs={'net_arch': [400, 300]}, seed=seed)
+    model = zoo_model(algo, env_id, seed, learning_starts=warmup)
     clock = Clock(warmup + 10)
     model.learn(steps, callback=clock)
     started, at = clock.start
@@ -141,18 +135,26 @@ class Evaluations(BaseCallback):
         return True
 
 
-def mujoco(algo: str, env_id: str, seed: int, steps: int, frequency: int) -> dict:
-    """RL Zoo's MuJoCo settings for ``algo``, evaluated every ``frequency`` steps; the evaluations."""
+def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int = 10_000):
+    """RL Zoo's settings for ``algo`` on ``env_id`` (a MuJoCo env, or LunarLander-v3 for A2C); SAC and TD3
+    act at random for their first ``learning_starts`` steps."""
+    if algo == 'a2c':  # a2c.yml LunarLander: lin_0.00083 decays to 0 over the run (RL Zoo's run: 200k steps)
+        env = make_vec_env(env_id, n_envs=8, seed=seed)
+        return A2C('MlpPolicy', env, n_steps=5, gamma=0.995, learning_rate=linear(0.00083), ent_coef=1e-5, seed=seed)
     env = make_vec_env(env_id, n_envs=1, seed=seed)
     if algo == 'ppo':
         env = VecNormalize(env, gamma=ZOO_PPO_MUJOCO[env_id]['gamma'])
-        model = PPO('MlpPolicy', env, seed=seed, **ZOO_PPO_MUJOCO[env_id])
-    elif algo == 'sac':
-        model = SAC('MlpPolicy', env, learning_starts=10_000, seed=seed)
-    else:
-        noise = NormalActionNoise(np.zeros(env.action_space.shape), 0.1 * np.ones(env.action_space.shape))
-        model = TD3('MlpPolicy', env, learning_starts=10_000, learning_rate=1e-3, batch_size=256, action_noise=noise,
-                    policy_kwargs={'net_arch': [400, 300]}, seed=seed)
+        return PPO('MlpPolicy', env, seed=seed, **ZOO_PPO_MUJOCO[env_id])
+    if algo == 'sac':
+        return SAC('MlpPolicy', env, learning_starts=learning_starts, seed=seed)  # 256-256, batch 256
+    noise = NormalActionNoise(np.zeros(env.action_space.shape), 0.1 * np.ones(env.action_space.shape))
+    return TD3('MlpPolicy', env, learning_starts=learning_starts, learning_rate=1e-3, batch_size=256, action_noise=noise,
+               policy_kwargs={'net_arch': [400, 300]}, seed=seed)
+
+
+def evaluate(algo: str, env_id: str, seed: int, steps: int, frequency: int) -> dict:
+    """RL Zoo's settings for ``algo`` on ``env_id``, evaluated every ``frequency`` steps; the evaluations."""
+    model = zoo_model(algo, env_id, seed)
     evaluations = Evaluations(env_id, frequency, seed)
     start = time.perf_counter()
     model.learn(steps, callback=evaluations)
@@ -167,18 +169,19 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('case', choices=[*CASES, 'mujoco'])
-    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3'], help='mujoco: the algorithm')
-    parser.add_argument('--env', default='Hopper-v5', help='mujoco: the env (default: Hopper-v5)')
-    parser.add_argument('--eval-frequency', type=int, default=20_000, help='mujoco: steps between evaluations')
+    parser.add_argument('case', choices=[*CASES, 'evaluate'])
+    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c'],
+                        help='evaluate: the algorithm (a2c: LunarLander-v3 only)')
+    parser.add_argument('--env', default='Hopper-v5', help='evaluate: the env (default: Hopper-v5)')
+    parser.add_argument('--eval-frequency', type=int, default=20_000, help='evaluate: steps between evaluations')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all')
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
     args = parser.parse_args()
     gym.register_envs(ale_py)
     gym.logger.min_level = 40
-    if args.case == 'mujoco':
-        result = mujoco(args.algo, args.env, args.seed, args.steps, args.eval_frequency)
+    if args.case == 'evaluate':
+        result = evaluate(args.algo, args.env, args.seed, args.steps, args.eval_frequency)
     else:
         result = CASES[args.case](args.seed, *((args.steps, args.warmup) if args.case.endswith('hopper') else ()))
     print(json.dumps({'case': args.case, 'seed': args.seed, 'torch_threads': torch.get_num_threads(), **result}))
