@@ -306,7 +306,7 @@ def run_benchmark_command(argv: list[str]) -> None:
     parser.add_argument('--target', type=float, help='target eval reward of --agents x --envs')
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2], help='seeds of each run (default: 0 1 2)')
     parser.add_argument('--all-seeds', action='store_true',
-                        help='run every seed of the runs a suite limits to fewer on a CPU (BipedalWalker\'s)')
+                        help='run every seed of the runs a suite limits to fewer on a CPU (BipedalWalker\'s, Atari\'s)')
     parser.add_argument('--summarize-only', action='store_true',
                         help='run nothing: summarise the runs already finished in --output')
     parser.add_argument('--jobs', type=int, default=1, help='runs trained at once, each its own process (default: 1)')

@@ -66,6 +66,19 @@ def test_agents_and_envs_pick_runs_of_a_suite_with_its_targets(workdir, xagents_
     assert json.load(open('out/runs/ppo-Acrobot-v1-0.json'))['target'] == -100
 
 
+def test_the_atari_suite_trains_pong_on_its_preset_and_scores_whole_games(workdir, xagents_cli):
+    status, _, err = xagents_cli('benchmark', '--suite', 'atari', '--agents', 'ppo', '--envs', 'PongNoFrameskip-v4',
+                                 '--seeds', '0', '1', '--max-steps', '1024', '--eval-frequency', '1024', '--output', 'out')
+    assert status == 0, err
+    assert sorted(name for name in os.listdir('out/runs') if name.endswith('.json')) == ['ppo-PongNoFrameskip-v4-0.json']
+    run = json.load(open('out/runs/ppo-PongNoFrameskip-v4-0.json'))
+    assert run['target'] == 18 and [step for step, _ in run['evaluations']] == [1024]
+    # A game ends when a side has 21 points: an untrained policy loses by 15 or more, a random one by
+    # ~20.7 (Mnih et al. 2015); games cut short (a step cap, a learner's terminal) would score higher.
+    assert -21 <= run['final_eval'] <= -15
+    assert -21 <= json.load(open('out/machine.json'))['random_scores']['PongNoFrameskip-v4'] <= -19
+
+
 @pytest.mark.parametrize('argv, message', [
     (['--suite', 'nope'], "argument --suite: invalid choice: 'nope'"),
     (['--seeds', '0'], 'expected --suite, or --agents with --envs and --target'),
