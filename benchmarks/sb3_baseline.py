@@ -178,6 +178,8 @@ def main() -> None:
     parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all')
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
     args = parser.parse_args()
+    if args.algo == 'a2c' and args.env != 'LunarLander-v3':
+        parser.error(f'--algo a2c has RL Zoo\'s settings for LunarLander-v3 only, got --env {args.env}')
     gym.register_envs(ale_py)
     gym.logger.min_level = 40
     if args.case == 'evaluate':
