@@ -262,13 +262,15 @@ def test_tensorflow_loads_with_garbage_collection_paused_then_as_the_program_had
     assert int(frozen) > 100_000  # TensorFlow's objects, kept out of every later collection
 
 
-def test_an_atari_run_exits_without_leak_reports(workdir):
+def test_an_atari_run_prints_neither_leak_reports_nor_the_ale_banner(workdir):
     """The command line loads ale-py before TensorFlow; frozen with TensorFlow's objects, ale-py's extension
-    (nanobind) printed 'leaked 16 instances!' and more at every Atari run's exit."""
+    (nanobind) printed 'leaked 16 instances!' and more at every Atari run's exit. ALE's banner ('A.L.E: Arcade
+    Learning Environment ...') printed once per env process, in the middle of progress output."""
     result = subprocess.run([sys.executable, '-m', 'xagents.cli', 'train', 'ppo', '--env', 'PongNoFrameskip-v4',
                              '--n-envs', '2', '--max-steps', '256'], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert 'Maximum steps (256) reached' in result.stdout + result.stderr and 'leaked' not in result.stderr
+    assert 'Arcade Learning Environment' not in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize('agent', AGENTS)

@@ -29,9 +29,11 @@ NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
 
 
 def _register_atari() -> None:
-    """Make ``ALE/...`` and ``...NoFrameskip-v4`` ids known to Gymnasium (ale-py ships the ROMs)."""
+    """Make ``ALE/...`` and ``...NoFrameskip-v4`` ids known to Gymnasium (ale-py ships the ROMs); ALE's
+    warnings still show, its banner (info) no longer lands in the middle of a run's output."""
     import ale_py
 
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     gym.register_envs(ale_py)
 
 
