@@ -20,7 +20,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3 import A2C, PPO, SAC, TD3
+from stable_baselines3 import A2C, DDPG, PPO, SAC, TD3
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_atari_env, make_vec_env
 from stable_baselines3.common.noise import NormalActionNoise
@@ -136,8 +136,8 @@ class Evaluations(BaseCallback):
 
 
 def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int = 10_000):
-    """RL Zoo's settings for ``algo`` on ``env_id`` (a MuJoCo env, or LunarLander-v3 for A2C); SAC and TD3
-    act at random for their first ``learning_starts`` steps."""
+    """RL Zoo's settings for ``algo`` on ``env_id`` (a MuJoCo env, LunarLander-v3 for A2C, LunarLanderContinuous-v3
+    for DDPG); SAC, TD3 and DDPG act at random for their first ``learning_starts`` steps."""
     if algo == 'a2c':  # a2c.yml LunarLander: lin_0.00083 decays to 0 over the run (RL Zoo's run: 200k steps)
         env = make_vec_env(env_id, n_envs=8, seed=seed)
         return A2C('MlpPolicy', env, n_steps=5, gamma=0.995, learning_rate=linear(0.00083), ent_coef=1e-5, seed=seed)
@@ -148,6 +148,10 @@ def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int = 10_000):
     if algo == 'sac':
         return SAC('MlpPolicy', env, learning_starts=learning_starts, seed=seed)  # 256-256, batch 256
     noise = NormalActionNoise(np.zeros(env.action_space.shape), 0.1 * np.ones(env.action_space.shape))
+    if algo == 'ddpg':  # ddpg.yml's settings; 50 gradient steps every 50 env steps, as xagents' preset
+        return DDPG('MlpPolicy', env, learning_starts=learning_starts, learning_rate=1e-3, gamma=0.98, buffer_size=200_000,
+                    batch_size=256, train_freq=50, gradient_steps=50, action_noise=noise,
+                    policy_kwargs={'net_arch': [400, 300]}, seed=seed)
     return TD3('MlpPolicy', env, learning_starts=learning_starts, learning_rate=1e-3, batch_size=256, action_noise=noise,
                policy_kwargs={'net_arch': [400, 300]}, seed=seed)
 
@@ -170,16 +174,17 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('case', choices=[*CASES, 'evaluate'])
-    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c'],
-                        help='evaluate: the algorithm (a2c: LunarLander-v3 only)')
+    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg'],
+                        help='evaluate: the algorithm (a2c: LunarLander-v3 only, ddpg: LunarLanderContinuous-v3 only)')
     parser.add_argument('--env', default='Hopper-v5', help='evaluate: the env (default: Hopper-v5)')
     parser.add_argument('--eval-frequency', type=int, default=20_000, help='evaluate: steps between evaluations')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all')
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
     args = parser.parse_args()
-    if args.algo == 'a2c' and args.env != 'LunarLander-v3':
-        parser.error(f'--algo a2c has RL Zoo\'s settings for LunarLander-v3 only, got --env {args.env}')
+    only = {'a2c': 'LunarLander-v3', 'ddpg': 'LunarLanderContinuous-v3'}.get(args.algo, args.env)
+    if args.env != only:
+        parser.error(f'--algo {args.algo} has RL Zoo\'s settings for {only} only, got --env {args.env}')
     gym.register_envs(ale_py)
     gym.logger.min_level = 40
     if args.case == 'evaluate':
