@@ -52,6 +52,16 @@ def test_async_envs_step_in_subprocesses():
         envs.close()
 
 
+def test_mujoco_envs_leave_no_log_file_in_the_working_directory(workdir):
+    """HalfCheetah-v5's model warns at every compile; MuJoCo's own handler printed the warning and appended it
+    to MUJOCO_LOG.TXT in the user's working directory. Routed to Python's warnings, no file is written."""
+    with pytest.warns(RuntimeWarning):
+        envs = create_envs('HalfCheetah-v5', n_envs=2, seed=0)
+    envs.reset(seed=0)
+    envs.close()
+    assert not (workdir / 'MUJOCO_LOG.TXT').exists()
+
+
 @pytest.mark.parametrize('env_id, message', [
     ('CartPol-v1', "unknown environment id 'CartPol-v1' (did you mean CartPole-v0, CartPole-v1?)"),
     ('NoSuchGame-v9', "unknown environment id 'NoSuchGame-v9'"),

@@ -16,6 +16,7 @@ import functools
 import importlib
 import inspect
 import tracemalloc
+import warnings
 from typing import Callable
 
 import gymnasium as gym
@@ -35,6 +36,15 @@ def _register_atari() -> None:
 
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     gym.register_envs(ale_py)
+
+
+def _mujoco_warnings_as_python_warnings() -> None:
+    """MuJoCo prints its warnings and appends them to ``MUJOCO_LOG.TXT`` in the working directory (each
+    HalfCheetah-v5 compile warns that Gymnasium's model uses a deprecated attribute); as Python warnings
+    they show once per run, can be filtered, and leave no file behind."""
+    import mujoco
+
+    mujoco.set_mju_user_warning(functools.partial(warnings.warn, category=RuntimeWarning, stacklevel=2))
 
 
 def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
@@ -178,7 +188,9 @@ def make_env(
     ``raw_wrapper`` wraps the raw env below everything else (``play`` records whole games there);
     ``env_kwargs`` go to ``gym.make``.
     """
-    env_spec(env_id)
+    entry_point = env_spec(env_id).entry_point
+    if isinstance(entry_point, str) and entry_point.startswith('gymnasium.envs.mujoco'):
+        _mujoco_warnings_as_python_warnings()
     preprocess = is_atari(env_id) if preprocess is None else preprocess
     kwargs = {'render_mode': render_mode, 'disable_env_checker': True}
     if preprocess and is_atari(env_id):
