@@ -42,6 +42,8 @@ from xagents.utils.saved import json_values, read_manifest, write_manifest
 from xagents.utils.validation import RENAMED, validated
 
 logger = logging.getLogger('xagents')
+# The running statistics a checkpoint can hold, and the constructor flag that makes an agent keep them.
+NORMALISATION_FLAGS = {'observation': 'normalize_observations', 'return': 'normalize_rewards'}
 ACTING, REPLAY = 1, 2  # purposes of an agent's NumPy random streams (see random_stream)
 
 
@@ -328,7 +330,7 @@ class BaseAgent:
             return
         unexpected = sorted({key.rsplit('_', 1)[0] for key in extras} - set(self.running_statistics()))
         if unexpected:
-            flag = {'observation': 'normalize_observations', 'return': 'normalize_rewards'}.get(unexpected[0], unexpected[0])
+            flag = NORMALISATION_FLAGS.get(unexpected[0], unexpected[0])
             raise ValueError(f'the {role} weights were trained with {unexpected[0]} normalisation: build the agent '
                              f'with {flag} (--{flag.replace("_", "-")})')
         for name, stats in self.running_statistics().items():
@@ -337,6 +339,15 @@ class BaseAgent:
                                  'normalised them), found none')
             stats.mean, stats.var = extras[f'{name}_mean'], extras[f'{name}_var']
             stats.count = float(extras[f'{name}_count'])
+
+    @staticmethod
+    def trained_normalisation(weights: Sequence[str]) -> dict[str, bool]:
+        """The normalisation flags the weights files were trained with, e.g. ``{'normalize_observations':
+        True}``: playing or exporting them needs the same (a directory written by save records its own)."""
+        if not weights or os.path.isdir(weights[0]):
+            return {}
+        names = {key.rsplit('_', 1)[0] for key in read_checkpoint(weights[0]).extras}
+        return {flag: True for name, flag in NORMALISATION_FLAGS.items() if name in names}
 
     def load_weights(self, weights: Sequence[str]) -> None:
         """Load models (and optimizer states) saved by :meth:`save_models`, one path per role.
@@ -352,14 +363,14 @@ class BaseAgent:
         if len(weights) == 1 and os.path.isdir(weights[0]):  # a directory written by save
             self.restore(weights[0])
             return
+        checkpoints = [read_checkpoint(path) for path in weights]
+        for checkpoint in checkpoints:  # another agent's weights are named as such, before their count
+            check_identity(checkpoint.path, checkpoint.identity, self.identity())
         if len(weights) != len(self.model_roles):
             raise ValueError(
                 f'{type(self).__name__} has {len(self.model_roles)} model(s) '
                 f'({", ".join(self.model_roles)}), got {len(weights)} weights file(s)'
             )
-        checkpoints = [read_checkpoint(path) for path in weights]
-        for checkpoint in checkpoints:
-            check_identity(checkpoint.path, checkpoint.identity, self.identity())
         steps = {checkpoint.path: checkpoint.steps for checkpoint in checkpoints}
         if len(set(steps.values())) > 1:
             listed = ', '.join(f'{path} at step {step}' for path, step in steps.items())

@@ -31,7 +31,8 @@ ENV_HELP = 'Gymnasium environment id, e.g. CartPole-v1 or PongNoFrameskip-v4'
 def usage() -> str:
     lines = [f'xagents {xagents.__version__}: deep reinforcement learning agents on TensorFlow 2', '',
              'usage: xagents <command> [<agent>] [flags]', '', 'commands:']
-    lines += [f'  {name:<8}{text}' for name, text in COMMANDS.items()]
+    width = max(map(len, COMMANDS)) + 2
+    lines += [f'  {name:<{width}}{text}' for name, text in COMMANDS.items()]
     lines += ['', f'agents: {" ".join(AGENTS)}', '',
               'xagents <command> lists its flags; xagents <command> <agent> lists all that apply.']
     return '\n'.join(lines)
@@ -153,6 +154,8 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         if weights and len(weights) == 1 and os.path.isdir(weights[0]):  # a saved agent: its own settings
             instance = agent_class(agent).load(weights[0], env_id, **args)
         else:
+            if command != 'train':  # plays or exports with the normalisation the weights were trained with
+                args = {**agent_class(agent).trained_normalisation(weights), **args}
             instance = agent_class(agent).from_env(env_id, **args)
             if weights:
                 instance.load_weights(weights)
@@ -195,6 +198,9 @@ def run_plot(argv: list[str]) -> None:
     parser.add_argument('--env', required=True, help=ENV_HELP + ' (the title)')
     parser.add_argument('--history-interval', type=int, default=1, help='plot every n-th episode (default: 1)')
     parser.add_argument('--output', required=True, help='image file to write, e.g. curves.png')
+    if not argv:
+        parser.print_help()
+        return
     args = parser.parse_args(argv)
     from xagents.utils.history import plot_history
 

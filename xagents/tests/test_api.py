@@ -290,6 +290,23 @@ def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(t
         plain.load_weights(['w.tf'])
 
 
+def test_the_command_line_plays_and_exports_weights_trained_with_normalisation(trained_ppo, workdir, xagents_cli):
+    trained_ppo.checkpoints = ['w.tf']
+    try:
+        trained_ppo.save_models()
+    finally:
+        trained_ppo.checkpoints = None
+    status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--max-steps', '20')
+    assert status == 0 and 'Episode reward' in out, err
+    status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--path', 'p.onnx',
+                                 '--format', 'onnx')
+    assert status == 0, err
+    from xagents.utils.export import load_exported
+
+    observations = cartpole_observations()  # the policy normalises as it was trained to, not as a plain agent
+    np.testing.assert_array_equal(load_exported('p.onnx', 'onnx')(observations), trained_ppo.predict(observations))
+
+
 def test_an_agent_built_on_a_users_env_is_loaded_on_an_env_given_again(workdir):
     agent = PPO(gym.make('CartPole-v1'), quiet=True, n_steps=32, seed=0)
     agent.save('saved')

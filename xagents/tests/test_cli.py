@@ -16,8 +16,15 @@ def test_bare_command_prints_version_usage_and_commands(xagents_cli):
     status, out, _ = xagents_cli()
     assert status == 0
     assert 'xagents 1.0.0' in out and 'usage: xagents <command>' in out
-    for command in ('train', 'play', 'plot'):
-        assert f'  {command}' in out
+    for command in ('train', 'play', 'export', 'plot', 'tune', 'benchmark'):
+        assert any(line.split()[:1] == [command] and len(line.split()) > 1 for line in out.splitlines()), command
+
+
+@pytest.mark.parametrize('command', ['plot', 'tune', 'benchmark'])
+def test_a_command_without_flags_prints_its_usage(xagents_cli, command):
+    status, out, err = xagents_cli(command)
+    assert status == 0, err
+    assert out.startswith(f'usage: xagents {command}') and '--' in out
 
 
 def test_train_lists_general_and_training_flags_only(xagents_cli):
@@ -27,6 +34,12 @@ def test_train_lists_general_and_training_flags_only(xagents_cli):
                  '--history-checkpoint', '--weights', '--monitor-session', '--tensorboard', '--quiet'):
         assert flag in out, flag
     assert '--clip-range' not in out
+    assert '--callbacks' not in out  # Python objects: fit(callbacks=...) only
+
+
+def test_callbacks_are_no_flag(xagents_cli):
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '500', '--callbacks', 'cb.py')
+    assert status == 2 and 'unrecognized arguments: --callbacks' in err and 'Traceback' not in err
 
 
 def test_agent_help_lists_every_constructor_parameter_with_default(xagents_cli):

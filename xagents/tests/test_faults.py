@@ -50,6 +50,8 @@ def test_another_agents_or_envs_files_are_refused_in_one_line(xagents_cli, workd
     assert status == 2 and err == 'xagents train ppo: error: a2c.tf comes from a run with agent A2C, this one has PPO\n'
     status, _, err = xagents_cli('play', 'a2c', '--env', 'CartPole-v1', '--weights', 'ppo.tf')
     assert status == 2 and err == 'xagents play a2c: error: ppo.tf comes from a run with agent PPO, this one has A2C\n'
+    status, _, err = xagents_cli('play', 'dqn', '--env', 'CartPole-v1', '--weights', 'ppo.tf')  # DQN has 2 models
+    assert status == 2 and err == 'xagents play dqn: error: ppo.tf comes from a run with agent PPO, this one has DQN\n'
     status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'ppo.tf', '--history-checkpoint', 'a2c.parquet')
     assert status == 2 and err.endswith('a2c.parquet comes from a run with agent A2C, this one has PPO\n')
     status, _, err = xagents_cli('train', 'a2c', '--env', 'Acrobot-v1', '--max-steps', '100', '--weights', 'a2c.tf',

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable
 from xagents.utils.signatures import StaticFunction
 from xagents.utils.validation import RENAMED
 
-SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs'}
+# Parameters that take Python objects (envs, callbacks) have no flag.
+SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs', 'callbacks'}
 
 
 @dataclasses.dataclass
