@@ -17,7 +17,7 @@ from typing import Sequence
 
 import gymnasium as gym
 import numpy as np
-import tensorflow as tf
+from xagents.utils.quiet_tensorflow import tf
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.utils.buffers import (PrioritizedReplayBuffer, ReplayBuffer, Rollout, RolloutBuffer, buffer_state,
@@ -393,6 +393,7 @@ class BaseAgent:
             ``path``.
         """
         check_writable(path, directory=True)
+        os.makedirs(path, exist_ok=True)
         tag = f'{self.steps:012d}-{os.urandom(4).hex()}'
         files = {}
         for role in self.model_roles:
@@ -431,8 +432,8 @@ class BaseAgent:
         """
         manifest = read_manifest(path)
         if manifest['agent'] != cls.__name__:
-            raise ValueError(f'{path} holds a saved {manifest["agent"]}, not {cls.__name__}: load it with '
-                             f'{manifest["agent"]}.load')
+            raise ValueError(f'{path} holds a saved {manifest["agent"]}, not {cls.__name__}: load it as '
+                             f'{manifest["agent"]} ({manifest["agent"]}.load, xagents ... {manifest["agent"].lower()})')
         missing = [name for name in manifest['unsaved'] if name not in overrides]
         if missing:
             raise ValueError(f'{path} could not save {", ".join(missing)} (not JSON): pass it to load')
@@ -618,13 +619,14 @@ class BaseAgent:
             return tf.cast(actions, tf.int64) + int(space.start)
         return actions
 
-    def export(self, path: str, format: str = 'saved_model') -> str:
+    def export(self, path: str, format: str | None = None) -> str:
         """Write the deterministic policy as a standalone model at ``path``: raw observations in,
         env-ready actions out, normalisation and action scaling inside.
 
         Args:
             path: File (tflite, onnx) or directory (saved_model) to write; it must not exist.
-            format: saved_model, tflite or onnx (the last two need pip install 'xagents[export]').
+            format: saved_model, tflite or onnx (the last two need pip install 'xagents[export]');
+                default: from the path, onnx for .onnx, tflite for .tflite, else saved_model.
 
         Returns:
             ``path``.
@@ -737,6 +739,12 @@ class BaseAgent:
                 raise ValueError(
                     f'checkpoint {path} exists: pass it as weights to resume, or choose another path'
                 )
+        outputs = [path for path in [*(self.checkpoints or ()), self.history_checkpoint, tensorboard, save_dir] if path]
+        real = [os.path.realpath(path) for path in outputs]
+        for path in outputs:
+            if real.count(os.path.realpath(path)) > 1:
+                raise ValueError(f'expected a path of its own for each output (checkpoints, history, tensorboard, '
+                                 f'save_dir), got {path} twice')
         for directory in (tensorboard, save_dir):
             if directory:
                 check_writable(directory, directory=True)

@@ -148,6 +148,24 @@ def run_one(job: Job, seed: int, output: str) -> dict:
     return record
 
 
+def _settings(command: str) -> str:
+    """A run's command without its history path (which names the output directory, wherever it is now)."""
+    return re.sub(r' --history-checkpoint \S+', '', command)
+
+
+def check_same_settings(job: Job, seed: int, output: str) -> None:
+    """Refuse to keep a finished run made with other settings (budget, evaluations, flags, target) than
+    ``job``'s: a benchmark resumed with other flags would table it as if it were this job's."""
+    path = run_path(output, job, seed)
+    with open(path) as file:
+        record = json.load(file)
+    wanted = ' '.join(command_of(job, seed, output))
+    if _settings(record['command']) != _settings(wanted) or record['target'] != job.target:
+        raise ValueError(f'{path} was run as `{_settings(record["command"])}` (target {record["target"]:g}), not '
+                         f'`{_settings(wanted)}` (target {job.target:g}): use another --output, or remove that file '
+                         'to run it again')
+
+
 def seeds_of(job: Job, seeds: list[int]) -> list[int]:
     """The seeds ``job`` runs: all of ``seeds``, or their first ``job.max_seeds``."""
     return seeds[:job.max_seeds] if job.max_seeds else seeds
@@ -165,7 +183,11 @@ def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int =
     if not run_pending:
         log(f'{done} finished runs summarised, {len(pending)} not run')
         pending = []
-    elif done:
+    else:
+        for job, seed in runs:
+            if (job, seed) not in pending:
+                check_same_settings(job, seed, output)
+    if run_pending and done:
         log(f'{done} finished runs kept, {len(pending)} to run')
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(run_one, job, seed, output): (job, seed) for job, seed in pending}

@@ -74,6 +74,8 @@ class Checkpoints(Callback):
 
     def on_stop(self, run: Run) -> None:
         self.save(run)
+        if run.agent.checkpoints and self.saved_best == -np.inf:  # weights follow the best mean reward
+            logger.info('No episode finished: no weights written to %s', ' '.join(run.agent.checkpoints))
 
 
 class ProgressLines(Callback):

@@ -98,7 +98,13 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
     except ValueError:  # an unknown env: refused once the flags are parsed
         tuned = {}
 
+    # Without an agent, a flag that agents give their own default (lr) shows no single default.
+    per_agent = set() if agent else {flag.name for name in AGENTS for flag in agent_flags(name)}
+
     def shown(flag: Flag) -> Flag:
+        if flag.name in per_agent:
+            return dataclasses.replace(flag, default=None, help=f'{flag.help} (default: per agent, see xagents '
+                                                                f'{command} AGENT)')
         flag = own.pop(flag.name, flag)
         if flag.name not in tuned:
             return flag
@@ -121,7 +127,7 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
             f'{agent} flags (per-env tuned defaults in xagents/{agent}/hyperparameters.json; '
             'explicit flags win)'
         )
-        names = {action.dest for action in parser._actions}
+        names = {action.dest for action in parser._actions} | set(getattr(face, 'NOT_FLAGS', ()))
         for flag in list(own.values()):
             if flag.name not in names:
                 shown(flag).add_to(group, checks.get(flag.name))
@@ -356,6 +362,8 @@ def run_benchmark_command(argv: list[str]) -> None:
         fail(f'xagents benchmark: error: {error}')
     try:
         records = benchmark.run_benchmark(jobs, args.seeds, args.output, args.jobs, run_pending=not args.summarize_only)
+    except ValueError as error:
+        fail(f'xagents benchmark: error: {error}')
     except RuntimeError as error:
         fail(f'xagents benchmark: error: {error}', 1)
     except KeyboardInterrupt:
@@ -369,6 +377,8 @@ def run_benchmark_command(argv: list[str]) -> None:
 def configure_logging(quiet: bool) -> None:
     logging.basicConfig(stream=sys.stdout, format='%(message)s',
                         level=logging.WARNING if quiet else logging.INFO)
+    for library in ('tensorflow', 'absl'):  # not their notes ('Assets written to ...' on every export)
+        logging.getLogger(library).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -111,6 +111,7 @@ class Run:
             self.callbacks = started
             self.finish()
             raise
+        self._check_step_limits()  # a resumed agent may be past them already (total=True): no round then
 
     def end_round(self, metrics: dict[str, float], episodes: Sequence[Episode]) -> bool:
         """Take a round's update metrics and finished episodes; return whether training goes on."""
@@ -151,7 +152,6 @@ class Run:
                 callback.on_progress(self)
 
     def _check_stop_rules(self) -> None:
-        agent = self.agent
         if self.target_reward is not None:
             if self.stop_on == 'eval':
                 reached = self.eval_reward >= self.target_reward
@@ -159,7 +159,12 @@ class Run:
                 reached = len(self.reward_buffer) == self.reward_buffer.maxlen and self.mean_reward >= self.target_reward
             if reached:
                 self.stop(f'Reward achieved in {self.steps} steps')
-        if self.max_steps is not None and self.steps - (0 if self.total else self.start_steps) >= self.max_steps:
+        self._check_step_limits()
+
+    def _check_step_limits(self) -> None:
+        agent = self.agent
+        counted = self.steps - (0 if self.total else self.start_steps)
+        if self.max_steps is not None and counted >= self.max_steps:
             self.stop(f'Maximum steps ({self.max_steps}) reached; best mean reward {format_reward(self.best_reward)}')
         if agent.lr_decay_steps is not None and self.steps >= agent.lr_decay_steps:
             self.stop(f'Learning rate decayed to 0 at {agent.lr_decay_steps} steps; '

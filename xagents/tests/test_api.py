@@ -104,7 +104,7 @@ def test_saving_again_replaces_the_previous_files_and_keeps_one_set(trained_ppo,
 
 def test_load_refuses_another_agent_env_or_a_newer_format(trained_ppo, workdir):
     trained_ppo.save('saved')
-    with pytest.raises(ValueError, match='saved holds a saved PPO, not A2C: load it with PPO.load'):
+    with pytest.raises(ValueError, match=r'saved holds a saved PPO, not A2C: load it as PPO \(PPO.load, xagents '):
         A2C.load('saved')
     with pytest.raises(ValueError, match='saved comes from a run with env CartPole-v1, this one has Acrobot-v1'):
         PPO.load('saved', env='Acrobot-v1')
@@ -131,7 +131,8 @@ def test_a_saved_directory_is_accepted_by_weights_on_the_command_line(trained_pp
     status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved', '--max-steps', '30')
     assert status == 0 and 'Episode reward' in out, err
     status, _, err = xagents_cli('play', 'a2c', '--env', 'CartPole-v1', '--weights', 'saved')
-    assert status == 2 and err.strip().endswith('saved holds a saved PPO, not A2C: load it with PPO.load'), err
+    assert status == 2, err
+    assert err.strip().endswith('saved holds a saved PPO, not A2C: load it as PPO (PPO.load, xagents ... ppo)'), err
 
 
 def test_evaluate_returns_per_episode_returns_and_lengths(trained_ppo):
@@ -197,6 +198,8 @@ def test_fit_max_steps_counts_this_call_unless_total():
     assert agent.steps == 768
     agent.fit(max_steps=1024, total=True)
     assert agent.steps == 1024
+    run = agent.fit(max_steps=600, total=True)  # reached already: no round at all
+    assert agent.steps == 1024 and run.reason.startswith('Maximum steps (600) reached')
 
 
 def test_play_episodes_is_seeded_so_the_same_command_plays_the_same_games(trained_ppo):
@@ -256,6 +259,7 @@ def test_export_command_writes_a_policy_that_acts_as_predict(trained_ppo, workdi
     status, out, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved',
                                    '--path', f'policy.{format}', '--format', format)
     assert status == 0 and f'Policy written to policy.{format}' in out, err
+    assert 'Assets written' not in out + err and 'renamed' not in out + err  # TensorFlow's notes stay quiet
     observations = cartpole_observations()
     np.testing.assert_array_equal(load_exported(f'policy.{format}', format)(observations),
                                   trained_ppo.predict(observations))
@@ -312,6 +316,9 @@ def test_an_agent_built_on_a_users_env_is_loaded_on_an_env_given_again(workdir):
     agent.save('saved')
     with pytest.raises(ValueError, match='saved was trained on an env not made from an id: pass the env to load'):
         PPO.load('saved')
+    with pytest.raises(ValueError, match=r"the agent's envs were not made from an id, so pass one \(evaluate"):
+        xagents.evaluate(agent, episodes=1)
+    assert len(xagents.evaluate(agent, gym.make('CartPole-v1'), episodes=2).returns) == 2
     loaded = PPO.load('saved', env=gym.make('CartPole-v1'))
     observations = cartpole_observations(20)
     np.testing.assert_array_equal(loaded.predict(observations), agent.predict(observations))

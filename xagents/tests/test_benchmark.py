@@ -49,6 +49,14 @@ def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir,
     assert os.path.getmtime('out/runs/ppo-CartPole-v1-0.json') == before[0]
     assert json.load(open('out/runs/ppo-CartPole-v1-1.json'))['evaluations'] == runs[1]['evaluations']  # seeded
 
+    # Resumed with another budget or target, the finished runs are not this benchmark's: refused, kept.
+    kept = {seed: open(f'out/runs/ppo-CartPole-v1-{seed}.json').read() for seed in (0, 1)}
+    for changed in (('--max-steps', '512'), ('--target', '20')):  # argparse: the last one given wins
+        status, _, err = xagents_cli(*argv, *changed)
+        assert status == 2 and 'was run as `xagents train ppo --env CartPole-v1 --seed 0' in err, err
+        assert err.count('\n') == 1 and 'use another --output, or remove that file' in err
+    assert {seed: open(f'out/runs/ppo-CartPole-v1-{seed}.json').read() for seed in (0, 1)} == kept
+
 
 def test_a_job_limited_to_fewer_seeds_runs_only_the_first(workdir):
     short = Job('ppo', 'CartPole-v1', 15, 256, 128, max_seeds=1)

@@ -35,6 +35,15 @@ def test_train_lists_general_and_training_flags_only(xagents_cli):
         assert flag in out, flag
     assert '--clip-range' not in out
     assert '--callbacks' not in out  # Python objects: fit(callbacks=...) only
+    # lr is 3e-4 for PPO, 7e-4 for A2C, 1e-3 for TRPO...: no one default without an agent
+    lr_help = ' '.join(out.split('\n  --lr X')[1].split('--lr-decay-steps')[0].split())
+    assert lr_help == 'Learning rate. (default: per agent, see xagents train AGENT)'
+
+
+@pytest.mark.parametrize('agent, listed', [('ppo', True), ('a2c', True), ('sac', True), ('trpo', False)])
+def test_gsde_flags_are_listed_only_for_agents_that_explore_with_it(xagents_cli, agent, listed):
+    status, out, _ = xagents_cli('train', agent)
+    assert status == 0 and ('--use-sde' in out) == listed and ('--sde-sample-freq' in out) == listed
 
 
 def test_callbacks_are_no_flag(xagents_cli):
@@ -142,19 +151,25 @@ def test_existing_files_are_never_overwritten_without_resume(xagents_cli, workdi
     assert open('old.parquet', 'rb').read() == history
 
 
+def test_a_run_that_finishes_no_episode_says_it_wrote_no_weights(xagents_cli, workdir):
+    status, out, err = xagents_cli('train', 'ppo', '--env', 'MountainCar-v0', '--n-envs', '1', '--n-steps', '16',
+                                   '--max-steps', '32', '--checkpoints', 'w.tf')  # its episodes last 200 steps
+    assert status == 0, err
+    assert 'No episode finished: no weights written to w.tf' in out and not os.path.exists('w.tf')
+
+
 def test_readme_sequence_train_plot_play(workdir, xagents_command):
     """The README's first run, verbatim, through the installed command line."""
     train = subprocess.run(
-        xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '250', '--n-envs', '16',
-                   '--n-steps', '1024', '--checkpoints', 'ppo-cartpole.tf', '--history-checkpoint',
-                   'ppo-cartpole.parquet', '--seed', '123'],
+        xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '475', '--checkpoints',
+                           'ppo-cartpole.tf', '--history-checkpoint', 'ppo-cartpole.parquet', '--seed', '0'],
         capture_output=True, text=True, timeout=600,
     )
     assert train.returncode == 0, train.stderr[-2000:]
     assert train.stdout.strip().splitlines()[-1].startswith('Reward achieved in ')
     history = pd.read_parquet('ppo-cartpole.parquet')
     assert list(history.columns) == ['mean_reward', 'best_reward', 'episode_reward', 'step', 'time']
-    assert history['mean_reward'].iloc[-1] >= 250
+    assert history['mean_reward'].iloc[-1] >= 475
     figure = plot_history(['ppo-cartpole.parquet'], ['PPO'], 'CartPole-v1', history_interval=100,
                           output='curves.png')
     assert len(figure.axes) == 2 and len(figure.axes[0].lines) == 1
@@ -227,12 +242,15 @@ def test_flags_read_from_source_equal_the_imported_signatures(agent):
     assert play_flags() == flags_of([BaseAgent.play, BaseAgent.load_weights], skip={'env_id', 'seed'})
 
 
-@pytest.mark.parametrize('flag, suggestion', [
-    ('--learning-rate', '--lr'), ('--ent-coef', '--entropy-coef'), ('--n-epochs', '--ppo-epochs'), ('--gama', '--gamma'),
+@pytest.mark.parametrize('agent, flag, suggestion', [
+    ('ppo', '--learning-rate', '--lr'), ('ppo', '--ent-coef', '--entropy-coef'), ('ppo', '--n-epochs', '--ppo-epochs'),
+    ('ppo', '--gama', '--gamma'), ('ppo', '-n', '--max-steps'),  # RL Zoo's -n N
+    ('ppo', '--batch-size', '--mini-batches'), ('dqn', '--batch-size', '--buffer-batch-size'),
 ])
-def test_a_misspelt_or_sb3_named_flag_gets_a_suggestion(xagents_cli, flag, suggestion):
-    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', flag, '1')
-    assert status == 2 and err == f'xagents train ppo: error: unrecognized arguments: {flag} 1 (did you mean {suggestion}?)\n'
+def test_a_misspelt_or_sb3_named_flag_gets_a_suggestion(xagents_cli, agent, flag, suggestion):
+    status, _, err = xagents_cli('train', agent, '--env', 'CartPole-v1', flag, '1')
+    assert status == 2 and err == (f'xagents train {agent}: error: unrecognized arguments: {flag} 1 '
+                                   f'(did you mean {suggestion}?)\n')
 
 
 def test_help_with_an_env_shows_the_defaults_tuned_for_it(xagents_cli):
@@ -259,6 +277,15 @@ def test_a_python_script_shows_progress_and_no_tensorflow_noise(workdir):
     assert result.returncode == 0, result.stderr
     assert 'mean reward' in result.stdout and 'Maximum steps (2000) reached' in result.stdout
     assert result.stderr == ''
+
+
+@pytest.mark.parametrize('module', ['xagents.utils.common', 'xagents.utils.tuning', 'xagents.base',
+                                    'xagents.utils.export'])
+def test_importing_a_module_the_readme_names_prints_no_tensorflow_noise(module):
+    env = {key: value for key, value in os.environ.items() if key != 'TF_CPP_MIN_LOG_LEVEL'}
+    result = subprocess.run([sys.executable, '-c', f'import {module}; from xagents import PPO'], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 0 and result.stderr == '', result.stderr
 
 
 @pytest.mark.parametrize('collecting', [True, False])

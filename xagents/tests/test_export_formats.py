@@ -133,6 +133,16 @@ def test_export_acts_like_the_policy(case, format, tmp_path):
         np.testing.assert_allclose(actions, expected, atol=1e-5)
 
 
+def test_without_a_format_the_path_names_it(format, tmp_path):
+    case = cartpole_case()
+    path = str(tmp_path / {'saved_model': 'policy', 'tflite': 'policy.tflite', 'onnx': 'policy.ONNX'}[format])
+    export_policy(case.policy, case.space, path)
+    assert os.path.isdir(path) == (format == 'saved_model')
+    # Read back by the format's own runtime: a file of another format would not load.
+    np.testing.assert_array_equal(load_exported(path, format)(case.observations),
+                                  case.policy(tf.constant(case.observations)).numpy())
+
+
 def test_export_takes_any_batch_size(format, tmp_path):
     case = cartpole_case()
     act = load_exported(export_policy(case.policy, case.space, str(tmp_path / 'policy'), format), format)

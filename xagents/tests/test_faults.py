@@ -29,6 +29,13 @@ def snapshot(*paths: str) -> dict[str, bytes]:
     (['ppo', *QUICK, '--checkpoints', 'notes.txt/w.tf'], 'cannot write notes.txt/w.tf: notes.txt is not a directory'),
     (['ppo', *QUICK, '--history-checkpoint', 'folder'], 'folder is a directory, expected a file name'),
     (['ppo', *QUICK, '--tensorboard', 'notes.txt'], 'notes.txt is not a directory'),
+    (['ppo', *QUICK, '--save-dir', 'h.parquet', '--history-checkpoint', 'h.parquet'],
+     'expected a path of its own for each output (checkpoints, history, tensorboard, save_dir), got h.parquet twice'),
+    (['ppo', *QUICK, '--tensorboard', 'c.tf', '--checkpoints', 'c.tf'],
+     'expected a path of its own for each output (checkpoints, history, tensorboard, save_dir), got c.tf twice'),
+    # A refusal after a folder to create was checked leaves that folder uncreated.
+    (['ppo', *QUICK, '--tensorboard', 'new/tb', '--save-dir', 'new/saves', '--history-checkpoint', 'folder'],
+     'folder is a directory, expected a file name'),
 ])
 def test_outputs_that_cannot_be_written_are_refused_before_training(xagents_cli, workdir, argv, message):
     os.mkdir('folder')

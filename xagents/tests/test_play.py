@@ -70,6 +70,12 @@ def test_recordings_never_replace_earlier_ones_and_print_no_display_noise(weight
     assert f'CartPole-v1-2-{steps[1] - 1:06d}.jpg' in frames
 
 
+def test_a_frame_frequency_without_a_frame_dir_is_refused(weights, xagents_command):
+    result = play(xagents_command, '--frame-frequency', '10', '--max-steps', '20')
+    assert result.returncode == 2 and result.stderr == (
+        'xagents play ppo: error: frame_frequency is for frames saved in a frame_dir: give one (--frame-dir)\n')
+
+
 def test_plot_never_replaces_an_image(xagents_cli, workdir):
     import pandas as pd
 

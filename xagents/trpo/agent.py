@@ -70,7 +70,7 @@ class TRPO(OnPolicy):
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
         if self.use_sde:
-            raise ValueError('TRPO explores with a state-independent std; use_sde is for PPO and A2C')
+            raise ValueError('TRPO explores with a state-independent std; use_sde is for PPO, A2C and SAC')
         batch = n_steps * self.n_envs
         if batch % mini_batches:
             raise ValueError(

@@ -8,6 +8,9 @@ TUNABLE = {
     'normalize_advantages': 'categorical', 'actor_model': 'categorical', 'critic_model': 'categorical',
 }
 
+# Inherited from OnPolicy, but TRPO's step assumes a state-independent std: no flags for gSDE.
+NOT_FLAGS = {'use_sde', 'sde_sample_freq'}
+
 EXAMPLES = [
     'xagents train trpo --env CartPole-v1 --target-reward 475',
     'xagents train trpo --env Pendulum-v1 --target-reward -250',

@@ -49,20 +49,19 @@ def atomic_write(path: str) -> Iterator[IO[bytes]]:
 
 def check_writable(path: str, directory: bool = False) -> None:
     """Raise a ValueError naming ``path`` unless a file (or, with ``directory``, files inside a
-    directory) can be written there; missing parent directories are created, as writing would."""
-    folder = path if directory else os.path.dirname(os.path.abspath(path))
+    directory) can be written there. Touches nothing: a probe file is made and removed in the nearest
+    folder that exists, and missing folders are left for the write to create."""
     if directory and os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f'{path} is not a directory')
     if not directory and os.path.isdir(path):
         raise ValueError(f'{path} is a directory, expected a file name')
-    parent = os.path.dirname(os.path.normpath(path))
-    while parent and not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if parent and not os.path.isdir(parent):
-        raise ValueError(f'cannot write {path}: {parent} is not a directory')
+    existing = os.path.normpath(path) if directory else os.path.dirname(os.path.normpath(path)) or '.'
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing) or '.'
+    if not os.path.isdir(existing):
+        raise ValueError(f'cannot write {path}: {existing} is not a directory')
     try:
-        os.makedirs(folder, exist_ok=True)
-        descriptor, probe = tempfile.mkstemp(prefix=_temporary_prefix(path), dir=folder)
+        descriptor, probe = tempfile.mkstemp(prefix=_temporary_prefix(path), dir=existing)
         os.close(descriptor)
         os.remove(probe)
     except OSError as error:

@@ -11,7 +11,7 @@ import os
 import zipfile
 
 import numpy as np
-import tensorflow as tf
+from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.atomic import atomic_write
 

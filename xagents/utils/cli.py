@@ -147,9 +147,11 @@ def constructors(agent_class: type, stop: type) -> list[Callable]:
 # Names users bring from Stable-Baselines3 and RL Zoo, and what xagents calls them.
 SB3_NAMES = {'learning-rate': 'lr', 'n-epochs': 'ppo-epochs', 'ent-coef': 'entropy-coef', 'vf-coef': 'value-loss-coef',
              'max-grad-norm': 'grad-norm', 'gae-lambda': 'lam', 'buffer-size': 'buffer-max-size',
-             'learning-starts': 'buffer-initial-size', 'train-freq': 'update-every', 'batch-size': 'buffer-batch-size',
+             'learning-starts': 'buffer-initial-size', 'train-freq': 'update-every',
+             # on-policy, SB3's batch_size is a minibatch's size; xagents counts minibatches per rollout
+             'batch-size': ('buffer-batch-size', 'mini-batches'),
              'exploration-final-eps': 'epsilon-end', 'total-timesteps': 'max-steps', 'n-timesteps': 'max-steps',
-             'env-id': 'env', 'num-envs': 'n-envs'}
+             'n': 'max-steps', 'env-id': 'env', 'num-envs': 'n-envs'}
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -157,13 +159,14 @@ class ArgumentParser(argparse.ArgumentParser):
     misspelt flag (or one named as in Stable-Baselines3) gets a suggestion."""
 
     def error(self, message: str) -> None:
-        unknown = re.match(r'unrecognized arguments: (--[\w-]+)', message)
+        unknown = re.match(r'unrecognized arguments: (--?[\w-]+)', message)
         if unknown:
             options = [option for option in self._option_string_actions if option.startswith('--')]
-            name = unknown.group(1)[2:].replace('_', '-')
-            alias = SB3_NAMES.get(name)
-            close = [f'--{alias}'] if alias and f'--{alias}' in options else difflib.get_close_matches(
-                unknown.group(1), options, n=1, cutoff=0.75)
+            name = unknown.group(1).lstrip('-').replace('_', '-')
+            aliases = SB3_NAMES.get(name, ())
+            close = [f'--{alias}' for alias in ((aliases,) if isinstance(aliases, str) else aliases)
+                     if f'--{alias}' in options][:1] or difflib.get_close_matches(unknown.group(1), options, n=1,
+                                                                                 cutoff=0.75)
             if close:
                 message += f' (did you mean {close[0]}?)'
         fail(f'{self.prog}: error: {message}')

@@ -11,7 +11,7 @@ import math
 
 import gymnasium as gym
 import numpy as np
-import tensorflow as tf
+from xagents.utils.quiet_tensorflow import tf
 
 LOG_2PI = math.log(2 * math.pi)
 

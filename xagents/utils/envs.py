@@ -313,7 +313,8 @@ def settings_for(envs: gym.vector.VectorEnv, env_id: str | None = None) -> dict:
     settings = dict(env_settings(envs) or {})
     settings['env_id'] = env_id or settings.get('env_id')
     if not settings['env_id']:
-        raise ValueError("expected an env id to play on (the agent's envs were not made from one)")
+        raise ValueError("expected an env to play on: the agent's envs were not made from an id, so pass one "
+                         "(evaluate(agent, env), agent.play(env_id=...))")
     return settings
 
 

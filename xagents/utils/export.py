@@ -22,7 +22,7 @@ from typing import Callable
 
 import gymnasium as gym
 import numpy as np
-import tensorflow as tf
+from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.atomic import atomic_write
 
@@ -40,6 +40,14 @@ def _require(module: str, purpose: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError:
         raise ImportError(f'{purpose} needs the {module} package: {INSTALL_HINT}') from None
+
+
+def format_of(path: str, format: str | None) -> str:
+    """``format``, or when None the one ``path`` names: ``.tflite``, ``.onnx``, else a SavedModel directory."""
+    if format is not None:
+        return format
+    extension = os.path.splitext(path)[1].lower().lstrip('.')
+    return extension if extension in ('tflite', 'onnx') else 'saved_model'
 
 
 def _check_format(format: str) -> None:
@@ -181,15 +189,17 @@ def _write_directory(path: str, write: Callable[[str], None]) -> None:
 
 
 def export_policy(
-    policy: Callable[[tf.Tensor], tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str
+    policy: Callable[[tf.Tensor], tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str | None = None
 ) -> str:
-    """Write ``policy`` as a standalone export at ``path`` in ``format``; return the path written.
+    """Write ``policy`` as a standalone export at ``path`` in ``format`` (default: from the path, see
+    :func:`format_of`); return the path written.
 
     Raises:
         ValueError: ``format`` is not one of FORMATS, or ``path`` exists.
         TypeError: ``observation_space`` is not a Box.
         ImportError: the converter that ``format`` needs is not installed.
     """
+    format = format_of(path, format)
     _check_format(format)
     _check_destination(path)
     spec = _input_spec(observation_space)
@@ -249,8 +259,10 @@ def _load_onnx(path: str) -> Callable[[np.ndarray], np.ndarray]:
     return act
 
 
-def load_exported(path: str, format: str) -> Callable[[np.ndarray], np.ndarray]:
-    """Load an export with its own runtime and return a NumPy function from a batch to its actions."""
+def load_exported(path: str, format: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
+    """Load an export with its own runtime (``format`` as :func:`format_of` reads it) and return a NumPy
+    function from a batch to its actions."""
+    format = format_of(path, format)
     _check_format(format)
     if not os.path.exists(path):
         raise ValueError(f'no {format} export at {path}: export the policy there first')

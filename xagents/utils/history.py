@@ -135,5 +135,6 @@ def plot_history(
     figure.suptitle(env_id)
     figure.tight_layout()
     if output:
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
         figure.savefig(output)
     return figure

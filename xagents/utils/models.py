@@ -19,7 +19,7 @@ import re
 from typing import Callable, Sequence
 
 import numpy as np
-import tensorflow as tf
+from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.memory import check_fits
 

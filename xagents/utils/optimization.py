@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import tensorflow as tf
+from xagents.utils.quiet_tensorflow import tf
 
 
 def flat_concat(tensors: Sequence[tf.Tensor]) -> tf.Tensor:

@@ -28,6 +28,8 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
 
     if frame_frequency < 1:
         raise ValueError(f'expected frame_frequency >= 1, got {frame_frequency}')
+    if frame_frequency != 1 and not frame_dir:
+        raise ValueError('frame_frequency is for frames saved in a frame_dir: give one (--frame-dir)')
     if max_steps is not None and max_steps < 1:
         raise ValueError(f'expected max_steps >= 1, got {max_steps}')
     settings = settings_for(agent.envs, env_id)
@@ -35,6 +37,8 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
     for directory in (video_dir, frame_dir):
         if directory:
             check_writable(directory, directory=True)
+    if frame_dir:
+        os.makedirs(frame_dir, exist_ok=True)
     name = settings['env_id'].replace('/', '-')
     video_prefix = video_dir and unused_prefix(video_dir, name, lambda prefix: f'{prefix}-episode-0.mp4')
     frame_prefix = frame_dir and unused_prefix(frame_dir, name, lambda prefix: f'{prefix}-{0:06d}.jpg')
