@@ -219,6 +219,8 @@ class BaseAgent:
         names, kwargs = cls.parameter_names(), dict(kwargs)
         for old, new in RENAMED.items():
             if old in kwargs and old not in names and new in names:
+                if new in kwargs:
+                    raise ValueError(f'{old} is the old name of {new}: give one of them, not both')
                 logger.warning('%s: %s is deprecated, use %s (the old name goes in the next release)',
                                cls.__name__, old, new)
                 kwargs[new] = kwargs.pop(old)
@@ -692,6 +694,9 @@ class BaseAgent:
         """
         if stop_on == 'eval' and not eval_frequency:
             raise ValueError('stop_on eval needs an eval_frequency')
+        if eval_frequency and not (env_settings(self.envs) or {}).get('env_id'):
+            raise ValueError("eval_frequency evaluates on envs made from the agent's env id, and this agent's envs "
+                             'were not made from one: build it with from_env, or evaluate after fit (evaluate(agent, env))')
         if (save_frequency or save_replay_buffer) and not save_dir:
             raise ValueError('save_frequency and save_replay_buffer need a save_dir')
         if save_replay_buffer and not hasattr(self, 'buffer'):
@@ -739,6 +744,9 @@ class BaseAgent:
                 raise ValueError(
                     f'checkpoint {path} exists: pass it as weights to resume, or choose another path'
                 )
+        if save_dir and self.saves_of_another_run(save_dir):
+            raise ValueError(f'save_dir {save_dir} holds the saves of another run: resume from one (--weights '
+                             f'{os.path.join(save_dir, "step-...")}), or choose another directory')
         outputs = [path for path in [*(self.checkpoints or ()), self.history_checkpoint, tensorboard, save_dir] if path]
         real = [os.path.realpath(path) for path in outputs]
         for path in outputs:
@@ -753,6 +761,16 @@ class BaseAgent:
                 check_writable(path)
                 for name in remove_stale_temporaries(path):
                     logger.info('Removed %s, left by an interrupted write', name)
+
+    def saves_of_another_run(self, save_dir: str) -> bool:
+        """Whether ``save_dir`` holds saves that this agent neither wrote (earlier fits) nor was loaded from:
+        its periodic saves and best-eval would replace them."""
+        if not os.path.isdir(save_dir) or self.training_started:
+            return False
+        if not any(name.startswith('step-') or name.startswith('best-eval') for name in os.listdir(save_dir)):
+            return False
+        inside = os.path.realpath(save_dir) + os.sep
+        return not any(os.path.realpath(path).startswith(inside) for path in self.weights_loaded)
 
     def config(self) -> dict:
         """Hyperparameters worth recording with a run."""

@@ -7,6 +7,7 @@ and stops training by returning False from ``on_round`` or ``on_episode``.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from xagents.run import format_reward
+from xagents.utils.atomic import atomic_write
 
 if TYPE_CHECKING:
     from xagents.run import Episode, Run
@@ -84,8 +86,10 @@ class ProgressLines(Callback):
 
     def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet
+        self.last_line: tuple[int, int] | None = None  # (games, steps) of the last line
 
     def on_progress(self, run: Run) -> None:
+        self.last_line = (run.games, run.steps)
         metrics = {'mean_reward': run.mean_reward, 'best_reward': run.best_reward,
                    'episode_reward': run.reward_buffer[-1] if run.reward_buffer else float('nan'),
                    'games': run.games, 'steps_per_second': run.speed,
@@ -98,7 +102,8 @@ class ProgressLines(Callback):
                     format_reward(run.mean_reward), format_reward(run.best_reward))
 
     def on_stop(self, run: Run) -> None:
-        self.on_progress(run)
+        if self.last_line != (run.games, run.steps):  # not the line just written again
+            self.on_progress(run)
         if run.reason and not self.quiet:
             logger.info(run.reason)
 
@@ -159,13 +164,21 @@ class Saves(Callback):
                  include_buffer: bool = False) -> None:
         self.directory, self.frequency, self.keep, self.include_buffer = directory, frequency, keep, include_buffer
         self.due, self.best_eval = 0, -np.inf
+        self.score_path = os.path.join(directory, 'best-eval.json')  # best-eval's score, across runs
 
     def on_start(self, run: Run) -> None:
         self.due = run.steps + (self.frequency or 0)
+        if os.path.exists(self.score_path):  # a resumed run replaces best-eval only with a better agent
+            with open(self.score_path) as file:
+                self.best_eval = float(json.load(file)['eval_reward'])
 
     def on_round(self, run: Run) -> None:
         if run.eval_reward > self.best_eval:
             self.best_eval = run.eval_reward
+            # The score first: a kill between the two leaves a score no lower than the agent saved.
+            os.makedirs(self.directory, exist_ok=True)
+            with atomic_write(self.score_path) as file:
+                file.write(json.dumps({'eval_reward': run.eval_reward, 'step': run.steps}).encode())
             run.agent.save(os.path.join(self.directory, 'best-eval'), self.include_buffer)
         if self.frequency and run.steps >= self.due:
             self.due = run.steps + self.frequency

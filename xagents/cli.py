@@ -385,6 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``xagents`` console script."""
     argv = sys.argv[1:] if argv is None else argv
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    if '' not in sys.path and os.getcwd() not in sys.path:  # --env my_envs:MyEnv-v0 finds ./my_envs.py, as python -m does
+        sys.path.insert(0, os.getcwd())
     try:
         run_command(argv)
     except KeyboardInterrupt:  # Ctrl-C before training started (loading TensorFlow, building envs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 
 import gymnasium as gym
 import numpy as np
@@ -87,6 +88,17 @@ def test_a_loaded_agent_with_its_buffer_makes_the_same_next_update(workdir, agen
     agent.save('saved', include_buffer=True)
     loaded = agent_class.load('saved')
     assert loaded.buffer.steps == agent.buffer.steps >= 400
+    # The buffer file holds the rows in use, not the capacity's zeros; loaded, every array is as it was.
+    from xagents.utils.buffers import _stateful_parts
+
+    arrays = {(prefix, name): value for prefix, part in _stateful_parts(agent.buffer).items()
+              for name, value in vars(part).items() if isinstance(value, np.ndarray)}
+    buffer_file = os.path.join('saved', json.load(open('saved/agent.json'))['files']['buffer'])
+    tree = sum(value.nbytes for (prefix, _), value in arrays.items() if prefix == 'tree')  # PER: 2 x capacity
+    assert os.path.getsize(buffer_file) < 0.05 * sum(value.nbytes for value in arrays.values()) + tree
+    loaded_parts = _stateful_parts(loaded.buffer)
+    for (prefix, name), value in arrays.items():
+        np.testing.assert_array_equal(getattr(loaded_parts[prefix], name), value)
     expected, got = agent.update(), loaded.update()
     assert {k: float(v) for k, v in got.items()} == {k: float(v) for k, v in expected.items()}
     for role in agent.model_roles:
@@ -159,12 +171,17 @@ def test_agents_take_a_gym_env_or_a_same_step_vector_env():
     assert DQN(envs, quiet=True, buffer_initial_size=64, buffer_batch_size=32).fit(max_steps=200).games > 0
 
 
+def test_an_env_id_given_to_the_constructor_points_to_from_env():
+    with pytest.raises(ValueError, match='got str: build from an id with from_env'):
+        A2C('CartPole-v1', quiet=True)
+
+
 def test_a_vector_env_that_resets_on_the_next_step_is_refused():
     with pytest.raises(ValueError, match='expected a vector env with autoreset_mode SAME_STEP, got NEXT_STEP'):
         PPO(gym.make_vec('CartPole-v1', num_envs=2), quiet=True)
 
 
-def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli):
+def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli, xagents_command):
     """``module:Env-v0`` imports the module that registers the env; --env-kwargs reach gym.make."""
     with open('my_envs.py', 'w') as file:
         file.write('import gymnasium as gym\n'
@@ -188,6 +205,11 @@ def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli
         assert status == 2 and "cannot import 'no_such_module'" in err
     finally:
         sys.path.remove(str(workdir))
+    # The installed command finds ./my_envs.py as python -m does (a console script has no '' on its path).
+    result = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'my_envs:ShortCartPole-v0', '--max-steps', '64',
+                                               '--n-steps', '16', '--n-envs', '2', '--mini-batches', '4'],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and 'Maximum steps (64) reached' in result.stdout, result.stderr
 
 
 def test_fit_max_steps_counts_this_call_unless_total():
@@ -225,7 +247,7 @@ def test_periodic_saves_keep_the_newest_and_the_best_evaluated_agent(workdir):
     agent = PPO.from_env('CartPole-v1', seed=0, quiet=True, n_envs=2, n_steps=64)
     agent.fit(max_steps=1280, save_dir='saves', save_frequency=256, save_keep=2, eval_frequency=512, eval_episodes=2)
     names = sorted(os.listdir('saves'))
-    assert names == ['best-eval', 'step-000000001024', 'step-000000001280']
+    assert names == ['best-eval', 'best-eval.json', 'step-000000001024', 'step-000000001280']
     assert PPO.load('saves/step-000000001280').steps == 1280
     best = PPO.load('saves/best-eval')
     assert best.steps in (512, 1024) and best.evaluate(2, seed=10_000).returns.shape == (2,)
@@ -233,6 +255,28 @@ def test_periodic_saves_keep_the_newest_and_the_best_evaluated_agent(workdir):
         agent.fit(max_steps=10, save_frequency=5)
     with pytest.raises(ValueError, match='PPO keeps no replay buffer to save'):
         agent.fit(max_steps=10, save_dir='saves', save_replay_buffer=True)
+
+
+def test_a_save_dir_is_only_written_by_the_run_whose_saves_it_holds(workdir, xagents_cli):
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True, n_envs=2, n_steps=64)
+    agent.fit(max_steps=512, save_dir='saves', save_frequency=256, eval_frequency=256, eval_episodes=2)
+    saved = {name: open(f'saves/{name}/agent.json').read() for name in os.listdir('saves') if '.' not in name}
+    status, _, err = xagents_cli('train', 'a2c', '--env', 'CartPole-v1', '--max-steps', '256', '--save-dir', 'saves',
+                                 '--save-frequency', '128')
+    assert status == 2 and err == ('xagents train a2c: error: save_dir saves holds the saves of another run: resume '
+                                   'from one (--weights saves/step-...), or choose another directory\n')
+    with pytest.raises(ValueError, match='save_dir saves holds the saves of another run'):
+        PPO.from_env('CartPole-v1', quiet=True).fit(max_steps=256, save_dir='saves')
+    assert {name: open(f'saves/{name}/agent.json').read() for name in os.listdir('saves') if '.' not in name} == saved
+    # Resumed from its own save, the run goes on; best-eval is replaced only by a better evaluation than the
+    # one recorded (here the highest CartPole-v1 has, so never).
+    with open('saves/best-eval.json', 'w') as file:
+        json.dump({'eval_reward': 500.0, 'step': 256}, file)
+    agent.fit(max_steps=256, save_dir='saves', eval_frequency=128, eval_episodes=2)  # the same agent, in process
+    resumed = PPO.load('saves/step-000000000512', quiet=True)
+    resumed.fit(max_steps=256, save_dir='saves', save_frequency=128, eval_frequency=128, eval_episodes=2)
+    assert open('saves/best-eval/agent.json').read() == saved['best-eval']
+    assert 'step-000000000768' in os.listdir('saves')
 
 
 def test_a_run_resumed_from_a_save_with_its_buffer_learns_at_once(workdir, xagents_cli):
@@ -318,6 +362,9 @@ def test_an_agent_built_on_a_users_env_is_loaded_on_an_env_given_again(workdir):
         PPO.load('saved')
     with pytest.raises(ValueError, match=r"the agent's envs were not made from an id, so pass one \(evaluate"):
         xagents.evaluate(agent, episodes=1)
+    with pytest.raises(ValueError, match=r"eval_frequency evaluates on envs made from the agent's env id"):
+        agent.fit(max_steps=64, eval_frequency=32)  # refused before training, not at the first evaluation
+    assert agent.steps == 0
     assert len(xagents.evaluate(agent, gym.make('CartPole-v1'), episodes=2).returns) == 2
     loaded = PPO.load('saved', env=gym.make('CartPole-v1'))
     observations = cartpole_observations(20)

@@ -151,6 +151,12 @@ def test_existing_files_are_never_overwritten_without_resume(xagents_cli, workdi
     assert open('old.parquet', 'rb').read() == history
 
 
+def test_a_progress_line_is_not_repeated_when_the_run_ends_on_it(xagents_cli, workdir):
+    status, out, err = xagents_cli('train', 'sac', '--env', 'Pendulum-v1', '--max-steps', '1000', '--log-frequency', '5')
+    assert status == 0, err  # 5 episodes of 200 steps: the last one makes a line, then the run ends
+    assert out.count('games 5 ') == 1 and out.count(' steps 1000 ') == 1
+
+
 def test_a_run_that_finishes_no_episode_says_it_wrote_no_weights(xagents_cli, workdir):
     status, out, err = xagents_cli('train', 'ppo', '--env', 'MountainCar-v0', '--n-envs', '1', '--n-steps', '16',
                                    '--max-steps', '32', '--checkpoints', 'w.tf')  # its episodes last 200 steps

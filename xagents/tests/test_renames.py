@@ -66,3 +66,14 @@ def test_every_new_name_is_a_parameter_of_some_agent():
     names = set().union(*(getattr(xagents, name).parameter_names() for name in xagents.__all__
                           if hasattr(getattr(xagents, name), 'parameter_names')))
     assert set(RENAMED.values()) <= names and not set(RENAMED) - {'n_steps'} & names
+
+
+@pytest.mark.parametrize('order', ['old first', 'new first'])
+def test_an_old_name_with_its_new_one_is_refused_in_python_and_on_the_command_line(xagents_cli, order):
+    with pytest.raises(ValueError, match='n_steps is the old name of return_steps: give one of them, not both'):
+        DQN.from_env('CartPole-v1', quiet=True, n_steps=3, return_steps=2)
+    flags = [['--n-steps', '3'], ['--return-steps', '2']]
+    argv = [word for pair in (flags if order == 'old first' else flags[::-1]) for word in pair]
+    status, _, err = xagents_cli('train', 'dqn', '--env', 'CartPole-v1', '--max-steps', '10', *argv)
+    assert status == 2 and err == ('xagents train dqn: error: --n-steps is the old name of --return-steps: give one '
+                                   'of them, not both\n')

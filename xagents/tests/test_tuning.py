@@ -4,6 +4,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 import uuid
 
@@ -181,6 +182,7 @@ def existing_study(workdir):
     study = optuna.create_study(study_name='ppo-CartPole-v1', storage=storage, direction='maximize')
     study.set_user_attr('agent', 'ppo')
     study.set_user_attr('env', 'CartPole-v1')
+    study.set_user_attr('trial_steps', 2000)
     study.add_trial(optuna.trial.create_trial(
         params={'lr': 1e-3, 'n_steps': 32}, value=100.0,
         distributions={'lr': FloatDistribution(1e-4, 1e-2, log=True), 'n_steps': CategoricalDistribution((32, 64))},
@@ -200,6 +202,8 @@ def existing_study(workdir):
     (['--lr', '1e-4', '1e-2', '--storage', 'nosuchdb://someone:hunter2@localhost/db'],
      "got 'nosuchdb://someone:***@localhost/db'"),
     (['--n-steps', '32', '64', '128'], "study 'ppo-CartPole-v1' searched --n-steps as choices 32,64, got choices "),
+    (['--lr', '1e-4', '1e-2', '--trial-steps', '1000'],
+     "study 'ppo-CartPole-v1' scored its trials with --trial-steps 2000, got 1000: keep it, or choose another --study"),
     (['--lr', '1e-4', '1e-2', '--pruner', 'sometimes'], "expected pruner median, halving, none, got 'sometimes'"),
     (['--lr', '1e-4', '1e-2', '--env', 'NoSuchEnv-v0'], "unknown environment id 'NoSuchEnv-v0'"),
     (['--lr', '1e-4', '1e-2', '--clip-range', '-1'], 'expected clip_range > 0, got -1.0'),
@@ -283,3 +287,12 @@ def test_a_search_in_which_no_trial_completes_exits_with_status_1(workdir, xagen
                                    '--n-trials', '2', '--pruner', 'none')
     assert status == 1
     assert err == 'xagents tune ppo: error: no trial of study ppo-CartPole-v1 completed (2 failed or pruned)\n'
+
+
+def test_a_python_script_shows_the_trial_lines_and_the_best(workdir):
+    script = ("from xagents import PPO\n"
+              "from xagents.utils.tuning import tune\n"
+              "tune(PPO, 'CartPole-v1', {'lr': (1e-4, 1e-2)}, n_trials=1, trial_steps=500, n_reports=1)\n")
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert 'trial 0 COMPLETE' in result.stdout and 'train it: xagents train ppo --env CartPole-v1' in result.stdout

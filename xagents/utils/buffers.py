@@ -818,13 +818,26 @@ class SegmentBuffer:
         return np.ascontiguousarray(np.swapaxes(stacks, 0, 1))
 
 
+# Beside a saved array: its shape before its last, repeated rows were left out, and that row.
+SHAPE, FILL = '#shape', '#fill'
+
+
 def buffer_state(buffer) -> dict[str, np.ndarray]:
     """Everything a replay buffer holds and counts, as named arrays (what ``agent.save(include_buffer=True)``
     writes): its arrays and counters, those of its storage and sum tree, and its sampler's state."""
     state = {'rng': np.asarray(json.dumps(buffer.rng.bit_generator.state))}
     for prefix, owner in _stateful_parts(buffer).items():
         for name, value in vars(owner).items():
-            if isinstance(value, (np.ndarray, int, float, np.integer, np.floating)):
+            if isinstance(value, np.ndarray) and value.ndim and len(value):
+                # The rows after the last one that differs from the final row (a buffer's unwritten rows
+                # still hold their initial value) are saved as that row and a shape, not as bytes: a buffer
+                # that is still filling costs what it holds.
+                rows = value.reshape(len(value), -1)
+                differs = np.flatnonzero((rows != rows[-1]).any(axis=1))
+                state[f'{prefix}/{name}'] = value[:differs[-1] + 1 if len(differs) else 0]
+                state[f'{prefix}/{name}{SHAPE}'] = np.asarray(value.shape)
+                state[f'{prefix}/{name}{FILL}'] = value[-1]
+            elif isinstance(value, (np.ndarray, int, float, np.integer, np.floating)):
                 state[f'{prefix}/{name}'] = np.asarray(value)
     return state
 
@@ -837,16 +850,19 @@ def restore_buffer_state(buffer, state: dict[str, np.ndarray]) -> None:
     """
     parts = _stateful_parts(buffer)
     fields = {key: (parts[key.partition('/')[0]], key.partition('/')[2], value)
-              for key, value in state.items() if key != 'rng'}
-    for owner, name, value in fields.values():  # check everything before changing anything
+              for key, value in state.items() if key != 'rng' and not key.endswith((SHAPE, FILL))}
+    for key, (owner, name, value) in fields.items():  # check everything before changing anything
         current = getattr(owner, name)
-        if isinstance(current, np.ndarray) and (current.shape != value.shape or current.dtype != value.dtype):
-            raise ValueError(f'the saved replay buffer does not fit this one: {name} is {value.shape} '
+        shape = tuple(state[key + SHAPE]) if key + SHAPE in state else value.shape  # older saves: whole arrays
+        if isinstance(current, np.ndarray) and (current.shape != shape or current.dtype != value.dtype):
+            raise ValueError(f'the saved replay buffer does not fit this one: {name} is {shape} '
                              f'{value.dtype}, expected {current.shape} {current.dtype}')
-    for owner, name, value in fields.values():
+    for key, (owner, name, value) in fields.items():
         current = getattr(owner, name)
         if isinstance(current, np.ndarray):
-            current[...] = value
+            current[:len(value)] = value
+            if len(value) < len(current):
+                current[len(value):] = state[key + FILL]
         else:
             setattr(owner, name, type(current)(value))
     buffer.rng.bit_generator.state = json.loads(str(state['rng']))

@@ -154,9 +154,23 @@ SB3_NAMES = {'learning-rate': 'lr', 'n-epochs': 'ppo-epochs', 'ent-coef': 'entro
              'n': 'max-steps', 'env-id': 'env', 'num-envs': 'n-envs'}
 
 
+OLD_NAME_GIVEN = '_old_name_of_'
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line and exit status 2, without the usage dump; a
     misspelt flag (or one named as in Stable-Baselines3) gets a suggestion."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        namespace, rest = super().parse_known_args(args, namespace)
+        for key in [key for key in vars(namespace) if key.startswith(OLD_NAME_GIVEN)]:
+            old, new = getattr(namespace, key), '--' + key[len(OLD_NAME_GIVEN):].replace('_', '-')
+            if any(word == new or word.startswith(new + '=') for word in args):
+                self.error(f'{old} is the old name of {new}: give one of them, not both')
+            sys.stderr.write(f'{self.prog}: {old} is deprecated, use {new} (the old name goes in the next release)\n')
+            delattr(namespace, key)
+        return namespace, rest
 
     def error(self, message: str) -> None:
         unknown = re.match(r'unrecognized arguments: (--?[\w-]+)', message)
@@ -176,9 +190,7 @@ class _OldName(argparse.Action):
     """A renamed flag's old name: stores under the new name, with a one-line notice."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        new = '--' + self.dest.replace('_', '-')
-        sys.stderr.write(f'{parser.prog}: {option_string} is deprecated, use {new} (the old name goes in the next '
-                         'release)\n')
+        setattr(namespace, OLD_NAME_GIVEN + self.dest, option_string)  # the parser checks it and gives the notice
         setattr(namespace, self.dest, values)
 
 

@@ -296,7 +296,8 @@ def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
         if isinstance(env.observation_space, gym.spaces.Discrete):
             env = one_hot_observations(env)
         return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AUTORESET_MODE)
-    raise ValueError(f'expected a gymnasium Env or VectorEnv, got {type(env).__name__}')
+    hint = ': build from an id with from_env, e.g. PPO.from_env(\'CartPole-v1\')' if isinstance(env, str) else ''
+    raise ValueError(f'expected a gymnasium Env or VectorEnv, got {type(env).__name__}{hint}')
 
 
 def env_settings(envs: gym.vector.VectorEnv) -> dict | None:

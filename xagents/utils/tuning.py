@@ -60,6 +60,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from xagents.utils.cli import Flag, constructors, flags_of
+from xagents.utils.console import console_logging
 from xagents.utils.atomic import check_writable
 from xagents.utils.envs import create_envs, env_spec
 from xagents.utils.validation import check_value
@@ -301,8 +302,10 @@ def repair_journal(path: str) -> None:
 
 
 def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
-               sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner) -> optuna.Study:
-    """Load the study (checking it searches the same agent, env and distributions) or create it.
+               sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner,
+               scoring: Mapping[str, int] | None = None) -> optuna.Study:
+    """Load the study (checking it searches the same agent, env and distributions, and scores trials
+    as ``scoring`` says: ``trial_steps``, ``eval_episodes``) or create it.
 
     Nothing is written to an existing study unless every check passes.
     """
@@ -318,6 +321,10 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
                          'choose another --study')
     if study.directions != [optuna.study.StudyDirection.MAXIMIZE]:
         raise ValueError(f'study {name!r} does not maximise one value: choose another --study')
+    for setting, value in (scoring or {}).items():  # trials of other budgets would be ranked together
+        if attrs.get(setting, value) != value:
+            raise ValueError(f'study {name!r} scored its trials with --{setting.replace("_", "-")} {attrs[setting]}, '
+                             f'got {value}: keep it, or choose another --study')
     searched = {}
     for trial in study.get_trials(deepcopy=False):
         searched.update(trial.distributions)
@@ -332,6 +339,9 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
     if 'agent' not in attrs:
         study.set_user_attr('agent', agent_id)
         study.set_user_attr('env', env_id)
+    for setting, value in (scoring or {}).items():
+        if setting not in attrs:
+            study.set_user_attr(setting, value)
     return study
 
 
@@ -415,12 +425,14 @@ def tune(
         raise ValueError(f'expected pruner {", ".join(PRUNERS)}, got {pruner!r}')
     space = search_space(agent, search)
     env_spec(env_id)
+    console_logging()  # a script shows the trial lines and the best, as the command does
     if plot:
         check_writable(plot, directory=True)
     name = study or f'{agent_name(agent)}-{env_id}'
     backend, shown = open_storage(storage, name, n_jobs)
     the_study = open_study(backend, name, agent, env_id, space, make_sampler(sampler, warmup_trials),
-                           make_pruner(pruner, warmup_trials, trial_steps, n_reports))
+                           make_pruner(pruner, warmup_trials, trial_steps, n_reports),
+                           {'trial_steps': trial_steps, 'eval_episodes': eval_episodes})
     search_run = _Search(the_study, backend, agent, env_id, space, trial_steps, n_reports, eval_episodes, seed)
     logger.info('study %s in %s', name, shown)
     try:
