@@ -190,6 +190,7 @@ class BaseAgent:
         self.optimizers: dict[str, tf.keras.optimizers.Optimizer] = {}
         self.steps = 0  # env steps taken, over all runs: the clock of every schedule
         self.weights_loaded: list[str] = []
+        self.written_save_dirs: set[str] = set()  # save_dirs of earlier fits (real paths): later fits go on there
         self.training_started = False  # envs reset and stepped by a run
         self.forwards: list[Forward] = []  # acting passes, refreshed when weights change
         self._weights_version = 0  # counts weight changes: workers get new weights when it moves
@@ -717,6 +718,8 @@ class BaseAgent:
                                     self.plateau_reduce_patience, self.early_stop_patience))
         run = Run(self, [*built_in, *callbacks], target_reward, max_steps, stop_on, total)
         self.check_outputs(tensorboard, save_dir)
+        if save_dir:
+            self.written_save_dirs.add(os.path.realpath(save_dir))
         try:
             run.start()  # starts the workers, if any
             try:
@@ -765,7 +768,7 @@ class BaseAgent:
     def saves_of_another_run(self, save_dir: str) -> bool:
         """Whether ``save_dir`` holds saves that this agent neither wrote (earlier fits) nor was loaded from:
         its periodic saves and best-eval would replace them."""
-        if not os.path.isdir(save_dir) or self.training_started:
+        if not os.path.isdir(save_dir) or os.path.realpath(save_dir) in self.written_save_dirs:
             return False
         if not any(name.startswith('step-') or name.startswith('best-eval') for name in os.listdir(save_dir)):
             return False

@@ -265,8 +265,12 @@ def test_a_save_dir_is_only_written_by_the_run_whose_saves_it_holds(workdir, xag
                                  '--save-frequency', '128')
     assert status == 2 and err == ('xagents train a2c: error: save_dir saves holds the saves of another run: resume '
                                    'from one (--weights saves/step-...), or choose another directory\n')
+    other = PPO.from_env('CartPole-v1', quiet=True, n_envs=2, n_steps=64)
     with pytest.raises(ValueError, match='save_dir saves holds the saves of another run'):
-        PPO.from_env('CartPole-v1', quiet=True).fit(max_steps=256, save_dir='saves')
+        other.fit(max_steps=256, save_dir='saves')
+    other.fit(max_steps=128, save_dir='other', save_frequency=128)
+    with pytest.raises(ValueError, match='save_dir other holds the saves of another run'):
+        agent.fit(max_steps=128, save_dir='other')  # having trained already does not make other's saves its own
     assert {name: open(f'saves/{name}/agent.json').read() for name in os.listdir('saves') if '.' not in name} == saved
     # Resumed from its own save, the run goes on; best-eval is replaced only by a better evaluation than the
     # one recorded (here the highest CartPole-v1 has, so never).
