@@ -37,7 +37,7 @@ class A2C(OnPolicy):
     ) -> None:
         """
         Args:
-            model: Actor-critic model: a .cfg file or a Keras model (default: packaged cfg).
+            model: Actor-critic model: a .cfg file, or from Python a Keras model (default: packaged cfg).
             n_steps: Steps per env in each rollout.
             lam: GAE lambda; 1 gives the n-step returns of the paper.
             lr: Learning rate.

@@ -69,7 +69,7 @@ class ACER(BaseAgent):
         """Build the model, its average copy, the optimizer and the segment buffer.
 
         Args:
-            model: Model with policy logits and Q outputs: a .cfg file or a Keras model
+            model: Model with policy logits and Q outputs: a .cfg file, or from Python a Keras model
                 (default: packaged cfg).
             n_steps: Steps per env in each segment (on-policy batch and replayed unit).
             lr: RMSProp learning rate.

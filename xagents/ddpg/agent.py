@@ -52,7 +52,7 @@ class DDPG(OffPolicy):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file or a Keras model (default: packaged cfg).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg).
             critic_model: Q-function(s) on observation and action concatenated (default: packaged cfg).
             lr: Learning rate of the actor and the critic.
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts.

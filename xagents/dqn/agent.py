@@ -50,7 +50,7 @@ class DQN(OffPolicy):
     ) -> None:
         """
         Args:
-            model: Q-network: a .cfg file or a Keras model (default: packaged cfg; a dueling cfg has
+            model: Q-network: a .cfg file, or from Python a Keras model (default: packaged cfg; a dueling cfg has
                 a value and an advantage head).
             lr: Learning rate.
             buffer_max_size: Replay buffer capacity in transitions (over all envs).

@@ -36,7 +36,7 @@ class PPO(OnPolicy):
     ) -> None:
         """
         Args:
-            model: Actor-critic model: a .cfg file or a Keras model (default: packaged cfg).
+            model: Actor-critic model: a .cfg file, or from Python a Keras model (default: packaged cfg).
             n_steps: Steps per env in each rollout.
             lam: GAE lambda.
             lr: Learning rate.

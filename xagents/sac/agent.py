@@ -72,7 +72,7 @@ class SAC(OffPolicy):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file or a Keras model (default: packaged cfg).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg).
             critic_model: Twin Q-functions, one model with two heads (default: packaged cfg).
             lr: Learning rate of the actor, the critics and alpha.
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts.

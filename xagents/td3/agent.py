@@ -32,7 +32,7 @@ class TD3(DDPG):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file or a Keras model (default: packaged cfg).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg).
             critic_model: Twin Q-functions, one model with two heads (default: packaged cfg).
             policy_delay: Gradient steps per actor and target update.
             policy_noise_coef: Standard deviation of the target policy smoothing noise.

@@ -53,8 +53,8 @@ class TRPO(OnPolicy):
         """Build the actor, the critic and the critic's optimizer.
 
         Args:
-            actor_model: Policy model: a .cfg file or a Keras model (default: packaged cfg).
-            critic_model: Value model: a .cfg file or a Keras model (default: packaged cfg).
+            actor_model: Policy model: a .cfg file, or from Python a Keras model (default: packaged cfg).
+            critic_model: Value model: a .cfg file, or from Python a Keras model (default: packaged cfg).
             n_steps: Steps per env in each rollout.
             lam: GAE lambda.
             lr: Learning rate of the critic's Adam optimizer.
