@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import logging
 import os
 import signal
@@ -169,6 +170,11 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
             instance.fit(**run_args)
         elif command == 'export':
             logger.info('Policy written to %s', instance.export(**run_args))
+            instance.envs.close()
+            # The traced policy holds the agent in a reference cycle: freed now, or its ALE envs outlive the
+            # garbage collector's freeze at exit and ale-py reports them leaked.
+            instance = None
+            gc.collect()
         else:
             played = instance.play(seed=args.get('seed'), **run_args)
             for reward in played.returns:

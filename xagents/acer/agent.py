@@ -137,6 +137,10 @@ class ACER(BaseAgent):
         probs = self.forward(self.normalized(observations))[0]
         return self.env_actions(probs.argmax(-1) if deterministic else self.sample_actions(probs))
 
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """The most probable action (the argmax of the policy logits), what ``act(deterministic=True)`` takes."""
+        return tf.argmax(self.model(observations)[0], -1)
+
     def sample_actions(self, probs: np.ndarray) -> np.ndarray:
         """One action per row of ``probs``, by inverting the cumulative distribution."""
         cumulative = probs.cumsum(-1)

@@ -319,6 +319,18 @@ def test_an_atari_run_prints_neither_leak_reports_nor_the_ale_banner(workdir):
     assert 'Arcade Learning Environment' not in result.stdout + result.stderr
 
 
+def test_exporting_an_atari_policy_prints_no_leak_report(workdir):
+    """The traced policy holds the agent (and its ALE envs) in a reference cycle, alive at exit."""
+    made = subprocess.run([sys.executable, '-c', "from xagents import PPO\n"
+                           "PPO.from_env('PongNoFrameskip-v4', n_envs=2, quiet=True).save('saved')"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    result = subprocess.run([sys.executable, '-m', 'xagents.cli', 'export', 'ppo', '--env', 'PongNoFrameskip-v4',
+                             '--weights', 'saved', '--path', 'pong.onnx'], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and 'Policy written to pong.onnx' in result.stdout, result.stderr
+    assert 'leaked' not in result.stderr
+
+
 @pytest.mark.parametrize('agent', AGENTS)
 def test_every_tuned_default_names_a_parameter_of_its_agent(agent):
     import json

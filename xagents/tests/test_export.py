@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from xagents import DQN, PPO, SAC
+from xagents.registry import AGENTS
+from xagents.registry import agent_class as xagents_agent
 from xagents.utils.export import FORMATS, load_exported
 
 RUNTIMES = {'tflite': 'ai_edge_litert', 'onnx': 'onnxruntime'}
@@ -60,3 +62,17 @@ def test_an_export_acts_as_predict_does(agent, format, tmp_path):
     else:
         np.testing.assert_allclose(got, expected, atol=1e-5)
     np.testing.assert_array_equal(exported(observations[:1]), exported(observations)[:1])  # one observation
+
+
+@pytest.mark.parametrize('agent_name', sorted(AGENTS))
+def test_every_agent_exports_its_greedy_policy(agent_name, tmp_path):
+    """Untrained, on a small env of each action kind it plays: the SavedModel acts as predict does."""
+    agent_class = xagents_agent(agent_name)
+    env_id = 'Pendulum-v1' if agent_name in ('ddpg', 'td3') else 'CartPole-v1'
+    built = agent_class.from_env(env_id, seed=0, quiet=True, n_envs=2)
+    try:
+        observations = env_observations(built, 20)
+        exported = load_exported(built.export(str(tmp_path / 'policy'), 'saved_model'), 'saved_model')
+        np.testing.assert_allclose(exported(observations), built.predict(observations, deterministic=True), atol=1e-5)
+    finally:
+        built.envs.close()
