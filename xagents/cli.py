@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import warnings
 
 import xagents
 from xagents.distributed import WorkerError
@@ -200,7 +201,9 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         fail(f'{prog}: error: {error}' + ('; the files written before are kept' if instance.training_started else ''), 1)
     finally:
         if instance is not None:
-            instance.envs.close()
+            with warnings.catch_warnings():  # stopped by Ctrl-C in a step, async envs finish it before closing
+                warnings.filterwarnings('ignore', message='.*Calling `close` while waiting for a pending call')
+                instance.envs.close()
 
 
 def run_plot(argv: list[str]) -> None:

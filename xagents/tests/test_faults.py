@@ -111,19 +111,30 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize('signal_number', [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, xagents_command, signal_number):
+@pytest.mark.parametrize('signal_number, envs', [(signal.SIGINT, []), (signal.SIGTERM, []),
+                                                  (signal.SIGINT, ['--n-envs', '2', '--async-envs'])])
+def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, xagents_command, signal_number, envs):
+    """With --async-envs a terminal's Ctrl-C reaches the env workers too; here they get it first, so that one
+    that stopped on it (printing its KeyboardInterrupt, failing the learner's next step: status 1) is seen."""
     command = xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10000000', '--seed', '0',
-                                 '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet']
+                                 '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', *envs]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=interruptible)
     deadline = time.time() + 120
     while not os.path.exists('h.parquet') and time.time() < deadline:
         time.sleep(0.05)
     time.sleep(1.0)
+    if envs:
+        with open(f'/proc/{process.pid}/task/{process.pid}/children') as file:
+            workers = [int(pid) for pid in file.read().split()]
+        assert len(workers) == 2
+        for worker in workers:
+            os.kill(worker, signal_number)
+        time.sleep(0.5)
     process.send_signal(signal_number)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
+    assert len(err.splitlines()) == 1, err
     (line,) = err.splitlines()
     assert line.startswith('xagents train ppo: interrupted at step ') and line.endswith('; weights and history saved')
     step = int(line.split('at step ')[1].split(';')[0])

@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import os
+import signal
 import tracemalloc
 import warnings
 from typing import Callable
@@ -266,13 +268,25 @@ def create_envs(
         one = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         check_fits(f'{n_envs:,} {env_id} envs', n_envs * one, 'use fewer envs (--n-envs, --eval-episodes)')
-    vector_class = gym.vector.AsyncVectorEnv if async_envs else gym.vector.SyncVectorEnv
-    envs = vector_class([make] * n_envs, autoreset_mode=AUTORESET_MODE)
+    if async_envs:
+        envs = gym.vector.AsyncVectorEnv([functools.partial(_without_interrupts, make, os.getpid())] * n_envs,
+                                         autoreset_mode=AUTORESET_MODE)
+    else:
+        envs = gym.vector.SyncVectorEnv([make] * n_envs, autoreset_mode=AUTORESET_MODE)
     # Enough to make more envs like these (deterministic evaluation, play).
     envs.metadata['xagents'] = settings
     if seed is not None:
         envs.action_space.seed(seed)
     return envs
+
+
+def _without_interrupts(make: Callable[[], gym.Env], learner: int) -> gym.Env:
+    """Make an env in an ``AsyncVectorEnv`` worker process that ignores Ctrl-C: a terminal sends SIGINT to
+    every process of the group, and the learner stops the run and closes its workers in order. (The
+    learner makes one env too, for the spaces: its own Ctrl-C stays.)"""
+    if os.getpid() != learner:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return make()
 
 
 ENV_PARAMETERS = tuple(name for name in inspect.signature(create_envs).parameters if name not in ('env_id', 'seed'))
