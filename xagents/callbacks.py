@@ -176,7 +176,6 @@ class Saves(Callback):
         if run.eval_reward > self.best_eval:
             self.best_eval = run.eval_reward
             # The score first: a kill between the two leaves a score no lower than the agent saved.
-            os.makedirs(self.directory, exist_ok=True)
             with atomic_write(self.score_path) as file:
                 file.write(json.dumps({'eval_reward': run.eval_reward, 'step': run.steps}).encode())
             run.agent.save(os.path.join(self.directory, 'best-eval'), self.include_buffer)

@@ -822,6 +822,19 @@ class SegmentBuffer:
 SHAPE, FILL = '#shape', '#fill'
 
 
+def _rows_before_repeats(value: np.ndarray, block: int = 4096) -> int:
+    """How many leading rows of ``value`` to keep: all but the run of rows at the end equal to the last one.
+    Scanned from the end a block at a time, so an Atari frame store needs no array of its size."""
+    rows, end = value.reshape(len(value), -1), len(value)
+    while end > 0:
+        start = max(0, end - block)
+        differs = np.flatnonzero((rows[start:end] != rows[-1]).any(axis=1))
+        if len(differs):
+            return start + int(differs[-1]) + 1
+        end = start
+    return 0
+
+
 def buffer_state(buffer) -> dict[str, np.ndarray]:
     """Everything a replay buffer holds and counts, as named arrays (what ``agent.save(include_buffer=True)``
     writes): its arrays and counters, those of its storage and sum tree, and its sampler's state."""
@@ -832,9 +845,7 @@ def buffer_state(buffer) -> dict[str, np.ndarray]:
                 # The rows after the last one that differs from the final row (a buffer's unwritten rows
                 # still hold their initial value) are saved as that row and a shape, not as bytes: a buffer
                 # that is still filling costs what it holds.
-                rows = value.reshape(len(value), -1)
-                differs = np.flatnonzero((rows != rows[-1]).any(axis=1))
-                state[f'{prefix}/{name}'] = value[:differs[-1] + 1 if len(differs) else 0]
+                state[f'{prefix}/{name}'] = value[:_rows_before_repeats(value)]
                 state[f'{prefix}/{name}{SHAPE}'] = np.asarray(value.shape)
                 state[f'{prefix}/{name}{FILL}'] = value[-1]
             elif isinstance(value, (np.ndarray, int, float, np.integer, np.floating)):
