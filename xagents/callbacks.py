@@ -77,7 +77,13 @@ class Checkpoints(Callback):
     def on_stop(self, run: Run) -> None:
         self.save(run)
         if run.agent.checkpoints and self.saved_best == -np.inf:  # weights follow the best mean reward
-            logger.info('No episode finished: no weights written to %s', ' '.join(run.agent.checkpoints))
+            size = run.reward_buffer.maxlen
+            if not run.games:
+                logger.info('No episode finished: no weights written to %s', ' '.join(run.agent.checkpoints))
+            else:
+                logger.info('%d of the %d episodes a best mean reward needs finished: no weights written to %s '
+                            '(train longer, or lower --reward-buffer-size)', len(run.reward_buffer), size,
+                            ' '.join(run.agent.checkpoints))
 
 
 class ProgressLines(Callback):

@@ -82,6 +82,11 @@ class Run:
         """Env steps per second in this run."""
         return (self.steps - self.start_steps) / max(time.perf_counter() - self.start_time, 1e-9)
 
+    @property
+    def window_full(self) -> bool:
+        """Whether ``reward_buffer_size`` episodes have finished: the mean reward is judged from then on."""
+        return len(self.reward_buffer) == self.reward_buffer.maxlen
+
     def stop(self, reason: str) -> None:
         """Ask the run to end after the current round (the first reason given is the one kept)."""
         self.reason = self.reason or reason
@@ -136,11 +141,13 @@ class Run:
         self.end_steps = self.agent.steps
 
     def _record(self, episode: Episode) -> None:
-        """One finished episode. The best reward is the highest mean reward after any episode, the
-        same in the progress line, the history's ``best_reward`` column and on resume."""
+        """One finished episode. The best reward is the highest mean reward over a full window of
+        ``reward_buffer_size`` episodes (as the target rule judges), so one lucky early episode is no best;
+        the same in the progress line, the history's ``best_reward`` column, the checkpoints and on resume."""
         self.reward_buffer.append(episode.score)
         self.mean_reward = float(np.mean(self.reward_buffer))
-        self.best_reward = max(self.best_reward, self.mean_reward)
+        if self.window_full:
+            self.best_reward = max(self.best_reward, self.mean_reward)
         self.games += 1
         elapsed = self.time_offset + episode.clock - self.start_time
         self.history.append(self.mean_reward, self.best_reward, episode.score, episode.step, elapsed)
@@ -156,7 +163,7 @@ class Run:
             if self.stop_on == 'eval':
                 reached = self.eval_reward >= self.target_reward
             else:
-                reached = len(self.reward_buffer) == self.reward_buffer.maxlen and self.mean_reward >= self.target_reward
+                reached = self.window_full and self.mean_reward >= self.target_reward
             if reached:
                 self.stop(f'Reward achieved in {self.steps} steps')
         self._check_step_limits()
