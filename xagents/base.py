@@ -77,6 +77,7 @@ class BaseAgent:
 
     supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
     model_roles: tuple[str, ...] = ('model',)
+    sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
     observation_clip = 10.0  # normalised observations are clipped to +-this (VecNormalize's clip_obs)
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -571,6 +572,11 @@ class BaseAgent:
         """Act in the envs for one round; what the agent learns from (workers return it to the learner)."""
         raise NotImplementedError
 
+    def start_collection(self) -> None:
+        """A collection begins (with the weights of the last update): gSDE draws its noise anew."""
+        if self.sde:
+            self.sde.reset()
+
     # ---------------------------------------------------------------------------- training
     def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions for a batch of observations, as the env expects them (see :meth:`env_actions`)."""
@@ -898,7 +904,8 @@ class OnPolicy(BaseAgent):
                 use_sde, of the noise matrix's entries.
             use_sde: Explore Box actions with generalised state-dependent noise (gSDE, Raffin et al.
                 2021); a Keras model then returns [means, value, features].
-            sde_sample_freq: Steps (per env) between new gSDE noise; default: new noise each rollout.
+            sde_sample_freq: Steps (per env) between new gSDE noise within a rollout (each rollout starts
+                with new noise); default: only at the start of each rollout.
             opt_epsilon: Adam epsilon.
             beta1: Adam beta1.
             beta2: Adam beta2.
@@ -955,8 +962,6 @@ class OnPolicy(BaseAgent):
         super().on_weights_changed()
         policy = self.models.get(self.model_roles[0])
         self.log_std_np = policy.log_std.numpy() if hasattr(policy, 'log_std') else None
-        if self.sde:
-            self.sde.reset()
 
     def forward(self, observations: np.ndarray) -> tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray]:
         """Distribution parameters (with gSDE: means and features) and values ``(B,)`` for a batch of observations."""
@@ -1015,6 +1020,7 @@ class OnPolicy(BaseAgent):
     def collect(self) -> Rollout:
         """Fill the rollout buffer with ``n_steps`` vector steps from every env."""
         rollout = self.rollout
+        self.start_collection()
         for t in range(self.n_steps):
             observations = self.observe(self.observations)
             params, values = self.forward(observations)
@@ -1284,6 +1290,7 @@ class OffPolicy(BaseAgent):
 
     def collect(self, vector_steps: int) -> tuple[np.ndarray, ...]:
         """A worker's segment: ``vector_steps`` transitions of every env, stacked ``(vector_steps, n_envs, ...)``."""
+        self.start_collection()
         return tuple(map(np.stack, zip(*(self.explore_step() for _ in range(vector_steps)))))
 
     def train_once(self) -> dict[str, float]:
@@ -1297,6 +1304,7 @@ class OffPolicy(BaseAgent):
                 self.buffer.add(*transition, columns=columns)
             self.take_segments([segment], per_worker)
         else:
+            self.start_collection()
             for _ in range(self.update_every // self.n_envs):
                 self.buffer.add(*self.explore_step())
         if self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after:

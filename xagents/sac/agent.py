@@ -36,8 +36,9 @@ class SAC(OffPolicy):
     With ``use_sde`` (generalised state-dependent exploration, Raffin et al. 2021,
     https://arxiv.org/abs/2005.05719) the noise is a function of the state rather than fresh at each
     step: ``u = mean(s) + f(s) E`` where ``f(s)`` are the actor's last hidden activations (no gradient)
-    and ``E ~ N(0, sigma^2)`` a ``(features, actions)`` matrix of learned ``log sigma``, drawn anew
-    every ``sde_sample_freq`` steps when acting and once per gradient step when learning; so
+    and ``E ~ N(0, sigma^2)`` a ``(features, actions)`` matrix of learned ``log sigma``, drawn anew at
+    the start of each collection and every ``sde_sample_freq`` steps within it when acting (as
+    Stable-Baselines3's ``collect_rollouts``), and once per gradient step when learning; so
     ``u ~ N(mean(s), f(s)^2 sigma^2)`` per action dimension.
     Discrete actions (Christodoulou 2019, https://arxiv.org/abs/1910.07207): the policy is a
     softmax and every expectation over actions is computed exactly:
@@ -86,8 +87,8 @@ class SAC(OffPolicy):
                 0.98 log(n) (the paper's) for n discrete actions.
             use_sde: Explore Box actions with generalised state-dependent noise (gSDE, Raffin et al.
                 2021); a Keras actor then returns [means, features].
-            sde_sample_freq: Env steps (per env) between new gSDE noise when acting; default: new noise
-                after each update, as Stable-Baselines3's -1.
+            sde_sample_freq: Env steps (per env) between new gSDE noise within a collection (noise is
+                always new when one starts, after each update); default: only then, as Stable-Baselines3's -1.
             log_std_init: Initial log sigma of gSDE's noise.
         """
         super().__init__(envs, lr=lr, buffer_initial_size=buffer_initial_size,
@@ -147,11 +148,6 @@ class SAC(OffPolicy):
         if deterministic:
             return np.tanh(mean)
         return np.tanh(mean + self.sde.noise(features, self.actor.sde_log_std.numpy(), self.rng))
-
-    def on_weights_changed(self) -> None:
-        super().on_weights_changed()
-        if getattr(self, 'sde', None):
-            self.sde.reset()  # new noise for the updated policy
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         outputs = self.actor(observations)
