@@ -35,7 +35,7 @@ from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, cr
                                 one_hot_size)
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
-from xagents.utils.models import Forward, NumpyForward, Output, build_model
+from xagents.utils.models import Forward, NumpyForward, Output, build_model, is_image_space
 from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
 from xagents.utils.saved import json_values, read_manifest, write_manifest
@@ -173,10 +173,11 @@ class BaseAgent:
         self.quiet = quiet
         self.observation_stats = None
         if normalize_observations:
-            shape = envs.single_observation_space.shape
-            if len(shape) != 1:
-                raise ValueError(f'normalize_observations expected vector observations, got shape {shape}')
-            self.observation_stats = RunningMeanStd(shape=shape)
+            space = envs.single_observation_space
+            if is_image_space(space):
+                raise ValueError(f'normalize_observations scales vector observations, got images shaped {space.shape} '
+                                 '(they are scaled to [0, 1] in the model)')
+            self.observation_stats = RunningMeanStd(shape=space.shape)
         if not quiet:
             console_logging()
         if seed is not None:
@@ -257,7 +258,7 @@ class BaseAgent:
         if given is not None and not (isinstance(given, str) and os.path.basename(given) == given
                                       and given.endswith('.cfg') and not os.path.exists(given)):
             return given
-        name = given or f'{"cnn" if len(observation_space.shape) == 3 else "ann"}-{role}.cfg'
+        name = given or f'{"cnn" if is_image_space(observation_space) else "ann"}-{role}.cfg'
         for klass in type(self).__mro__:
             if issubclass(klass, BaseAgent):
                 root, *inner = klass.__module__.split('.')[:-1]
@@ -1220,13 +1221,13 @@ class OffPolicy(BaseAgent):
 
     def build_critic(self, role: str, given, outputs: Sequence[Output]) -> tf.keras.Model:
         """Build (or accept) a Q-model: its input is the observation, with the action appended
-        for Box action spaces (then observations must be vectors)."""
+        for Box action spaces (then observations are flattened, and must not be images)."""
         space = self.envs.single_observation_space
         if not self.discrete:
-            if len(space.shape) != 1:
+            if is_image_space(space):
                 raise ValueError(f'{type(self).__name__} with Box actions expected vector observations, '
-                                 f'got shape {space.shape}')
-            size = space.shape[0] + int(np.prod(self.action_low.shape))
+                                 f'got images shaped {space.shape}')
+            size = int(np.prod(space.shape)) + int(np.prod(self.action_low.shape))
             space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         model = self.model_file(role, space, given)
         if not isinstance(model, tf.keras.Model):
@@ -1238,8 +1239,13 @@ class OffPolicy(BaseAgent):
         """Every head's Q-values: ``(heads, batch)`` of Box ``actions``, ``(heads, batch, n)`` without."""
         if actions is None:
             return tf.stack(tf.nest.flatten(model(observations)))
-        inputs = tf.concat([tf.cast(observations, tf.float32), actions], -1)
-        return tf.stack(tf.nest.flatten(model(inputs)))[..., 0]
+        return tf.stack(tf.nest.flatten(model(self.critic_inputs(observations, actions))))[..., 0]
+
+    @staticmethod
+    def critic_inputs(observations: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        """What a Q-model of Box actions takes: the observations, flattened, and the actions appended."""
+        flat = tf.reshape(tf.cast(observations, tf.float32), (tf.shape(observations)[0], -1))
+        return tf.concat([flat, actions], -1)
 
     # ------------------------------------------------------------------------ acting
     def random_actions(self) -> np.ndarray:

@@ -145,8 +145,7 @@ class DDPG(OffPolicy):
         if self.policy_delay == 1 or (self.gradient_updates + 1) % self.policy_delay == 0:
             actor_variables = self.actor.trainable_variables
             with tf.GradientTape() as tape:
-                inputs = tf.concat([tf.cast(observations, tf.float32), self.actor(observations)], -1)
-                actor_loss = -tf.reduce_mean(self.q1(inputs))
+                actor_loss = -tf.reduce_mean(self.q1(self.critic_inputs(observations, self.actor(observations))))
             self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables),
                                                      actor_variables))
         metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'q': tf.reduce_mean(targets)}

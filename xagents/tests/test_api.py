@@ -181,6 +181,67 @@ def test_a_vector_env_that_resets_on_the_next_step_is_refused():
         PPO(gym.make_vec('CartPole-v1', num_envs=2), quiet=True)
 
 
+USER_ENVS = """
+import gymnasium as gym
+import numpy as np
+
+
+class Plain(gym.Env):
+    \"\"\"A user's env whose constructor takes no render_mode (Gymnasium's make passes none unless rendering).\"\"\"
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.t = 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), float(action), False, self.t >= 5, {}
+
+
+class Broken(Plain):
+    def __init__(self):
+        raise RuntimeError('no simulator licence found')
+
+
+gym.register('Plain-v0', entry_point=Plain)
+gym.register('Broken-v0', entry_point=Broken)
+"""
+
+
+@pytest.fixture
+def user_envs(workdir):
+    """``user_envs.py`` in the working directory (on the import path), registering Plain-v0 and Broken-v0."""
+    import sys
+
+    (workdir / 'user_envs.py').write_text(USER_ENVS)
+    (workdir / 'typo_envs.py').write_text('import gymnasium as gym\ngym.register("Typo-v0", entry_point=Plian)\n')
+    sys.path.insert(0, str(workdir))
+    yield workdir
+    sys.path.remove(str(workdir))
+    for name in ('user_envs', 'typo_envs'):
+        sys.modules.pop(name, None)
+
+
+def test_an_env_without_render_mode_trains_and_one_that_fails_to_build_is_one_line(user_envs, xagents_cli):
+    agent = PPO.from_env('user_envs:Plain-v0', quiet=True, n_envs=2, n_steps=8, mini_batches=2, seed=0)
+    assert agent.fit(max_steps=64).games > 0 and agent.evaluate(episodes=2).lengths.tolist() == [5, 5]
+    with pytest.raises(ValueError, match='^making user_envs:Broken-v0 failed: RuntimeError: no simulator licence found$'):
+        PPO.from_env('user_envs:Broken-v0', quiet=True)
+    status, out, err = xagents_cli('train', 'ppo', '--env', 'user_envs:Broken-v0', '--max-steps', '64')
+    assert status == 2 and err.strip().splitlines()[-1].endswith(
+        'making user_envs:Broken-v0 failed: RuntimeError: no simulator licence found') and 'Traceback' not in err + out
+    status, out, err = xagents_cli('train', 'dqn', '--env', 'typo_envs:Typo-v0', '--max-steps', '64')
+    assert status == 2 and "cannot import 'typo_envs' to make 'Typo-v0': NameError: name 'Plian' is not defined" in err
+    assert 'Traceback' not in err + out
+
+
 def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli, xagents_command):
     """``module:Env-v0`` imports the module that registers the env; --env-kwargs reach gym.make."""
     with open('my_envs.py', 'w') as file:
@@ -200,7 +261,7 @@ def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli
         continuous = PPO.from_env('LunarLander-v3', env_kwargs={'continuous': True}, quiet=True, n_envs=1)
         assert isinstance(continuous.envs.single_action_space, gym.spaces.Box)
         status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--env-kwargs', 'wings=2', '--max-steps', '64')
-        assert status == 2 and 'CartPole-v1 does not take env_kwargs' in err
+        assert status == 2 and "making CartPole-v1 with env_kwargs {'wings': 2} failed: TypeError" in err
         status, _, err = xagents_cli('train', 'ppo', '--env', 'no_such_module:Thing-v0', '--max-steps', '64')
         assert status == 2 and "cannot import 'no_such_module'" in err
     finally:

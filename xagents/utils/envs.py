@@ -58,8 +58,8 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         module, _, env_id = env_id.partition(':')
         try:
             importlib.import_module(module)
-        except ImportError as error:
-            raise ValueError(f'cannot import {module!r} to make {env_id!r}: {error}') from None
+        except Exception as error:  # a user's module: any error in it (a NameError...) is theirs to fix
+            raise ValueError(f'cannot import {module!r} to make {env_id!r}: {type(error).__name__}: {error}') from None
     if 'ALE/' in env_id or 'NoFrameskip' in env_id or env_id not in gym.registry:
         _register_atari()
     if env_id not in gym.registry:
@@ -194,17 +194,18 @@ def make_env(
     if isinstance(entry_point, str) and entry_point.startswith('gymnasium.envs.mujoco'):
         _mujoco_warnings_as_python_warnings()
     preprocess = is_atari(env_id) if preprocess is None else preprocess
-    kwargs = {'render_mode': render_mode, 'disable_env_checker': True}
+    kwargs = {'disable_env_checker': True}
+    if render_mode is not None:  # only when rendering: a user's env need not take render_mode (Gymnasium's own make)
+        kwargs['render_mode'] = render_mode
     if preprocess and is_atari(env_id):
         # Frame skipping belongs to the wrapper (which max-pools); with max_frame off the emulator
         # skips frames itself and returns the last one, as ALE v5 ids do.
         kwargs['frameskip'] = 1 if max_frame else 4
     try:
         env = gym.make(env_id, **kwargs, **(env_kwargs or {}))
-    except TypeError as error:
-        if not env_kwargs:
-            raise
-        raise ValueError(f'{env_id} does not take env_kwargs {env_kwargs}: {error}') from None  # a key it lacks
+    except Exception as error:  # the env's own code failed: one line naming it, its arguments and the error
+        given = f' with env_kwargs {env_kwargs}' if env_kwargs else ''
+        raise ValueError(f'making {env_id}{given} failed: {type(error).__name__}: {error}') from None
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change

@@ -60,6 +60,15 @@ class LayerGraph:
     trunk: list
     branches: list[list]
     features: bool = False  # the model also outputs what its first head takes (gSDE's features)
+    flatten_input: bool = False  # non-image observations of rank > 1 enter dense layers flattened
+
+
+def is_image_space(space) -> bool:
+    """Whether a Box holds images (what gets the CNN defaults and is never normalised): uint8 in [0, 255]
+    with three dimensions, height x width x channels, as Stable-Baselines3's ``is_image_space``. Other
+    observations of rank > 1 (a stack of vectors) are flattened for dense layers."""
+    return (len(space.shape) == 3 and space.dtype == np.uint8
+            and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
 
 
 class CfgError(ValueError):
@@ -199,6 +208,9 @@ def build_model(
     x = tf.keras.ops.cast(inputs, 'float32')
     if observation_space.dtype == np.uint8:
         x = tf.keras.layers.Rescaling(1 / 255)(x)
+    flatten_input = len(shape) > 1 and not convolutional
+    if flatten_input:
+        x = tf.keras.layers.Flatten()(x)
     trunk, tower = [], []
     for section in hidden:
         if section.flag('common') and tower:
@@ -207,8 +219,8 @@ def build_model(
         (trunk if section.flag('common') else tower).append(section)
         if section.name.startswith('dense') and 'units' not in section.items:
             raise section.error('units', 'missing required key')
-    graph = LayerGraph(trunk=[], branches=[], features=features)
-    flat = len(shape) == 1
+    graph = LayerGraph(trunk=[], branches=[], features=features, flatten_input=flatten_input)
+    flat = len(shape) == 1 or flatten_input
     weights = 0
 
     def fits(section: _Section, units: int | None, inputs) -> None:
@@ -302,6 +314,8 @@ class NumpyForward:
 
     def __call__(self, observations: np.ndarray) -> list[np.ndarray]:
         x = np.asarray(observations, np.float32)  # no copy for float32 input
+        if self.graph.flatten_input:
+            x = x.reshape(len(x), -1)
         if self.scale:
             x = x * self.scale
         for kernel, bias, activation in self.trunk:
