@@ -35,6 +35,7 @@ from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, cr
                                 one_hot_size)
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
+from xagents.utils.names import unknown_parameter
 from xagents.utils.models import Forward, NumpyForward, Output, build_model, is_image_space
 from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
@@ -57,6 +58,7 @@ def constructor(init):
     @functools.wraps(init)
     def construct(self, envs, *args, **kwargs):
         kwargs = type(self).with_new_names(kwargs)
+        type(self).check_parameter_names(kwargs)
         envs = as_vector_env(envs)
         if 'hyperparameters' not in vars(self):
             given = signature.bind_partial(self, envs, *args, **kwargs).arguments
@@ -214,6 +216,19 @@ class BaseAgent:
         names = {name for klass in cls.__mro__ if '__init__' in vars(klass)
                  for name in inspect.signature(klass.__init__).parameters}
         return names - {'self', 'envs', 'kwargs'} | set(ENV_PARAMETERS)
+
+    @classmethod
+    def check_parameter_names(cls, kwargs: dict) -> None:
+        """Refuse a parameter the agent does not take, naming the class and the closest name (a
+        Stable-Baselines3 name's twin: ``learning_rate`` -> ``lr``), as the command line does for flags."""
+        known = cls.parameter_names() - set(ENV_PARAMETERS)
+        for name in kwargs:
+            if name in ENV_PARAMETERS:
+                raise TypeError(f'{cls.__name__} takes envs already made, and {name} is how envs are made: '
+                                f"{cls.__name__}.from_env('CartPole-v1', {name}=...) or "
+                                f'xagents.utils.envs.create_envs(..., {name}=...)')
+            if name not in known:
+                raise unknown_parameter(cls.__name__, name, known)
 
     @classmethod
     def with_new_names(cls, kwargs: dict) -> dict:
@@ -388,6 +403,7 @@ class BaseAgent:
         self.on_weights_changed()
 
     # ------------------------------------------------------------------------ save and load
+    @validated
     def save(self, path: str, include_buffer: bool = False) -> str:
         """Write the agent to directory ``path``: every model with its optimizer state, the
         hyperparameters it was built with, its env, step counter, identity, normalisation statistics
@@ -583,6 +599,7 @@ class BaseAgent:
         """Actions for a batch of observations, as the env expects them (see :meth:`env_actions`)."""
         raise NotImplementedError
 
+    @validated
     def predict(self, observation: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
         ``predict``), with the observation normalisation and action scaling of training; nothing learns.
@@ -629,6 +646,7 @@ class BaseAgent:
             return tf.cast(actions, tf.int64) + int(space.start)
         return actions
 
+    @validated
     def export(self, path: str, format: str | None = None) -> str:
         """Write the deterministic policy as a standalone model at ``path``: raw observations in,
         env-ready actions out, normalisation and action scaling inside.
@@ -842,6 +860,7 @@ class BaseAgent:
         episodes, self.finished_episodes = self.finished_episodes, []
         return episodes
 
+    @validated
     def evaluate(self, episodes: int = 10, env: str | gym.Env | gym.vector.VectorEnv | None = None,
                  deterministic: bool = True, seed: int | None = None) -> EvaluationResult:
         """Play ``episodes`` whole episodes; their returns and lengths (see :func:`xagents.evaluate`)."""

@@ -445,3 +445,30 @@ def test_predict_takes_the_state_indices_of_a_discrete_observation_env():
     one_hot = np.eye(16, dtype=np.float32)
     assert agent.predict(state) == agent.predict(one_hot[state])
     np.testing.assert_array_equal(agent.predict(np.arange(16)), agent.predict(one_hot))
+
+
+@pytest.mark.parametrize('call, message', [
+    (lambda: PPO(gym.make('CartPole-v1'), learning_rate=1e-3), "PPO got an unexpected parameter 'learning_rate': did you mean lr?"),
+    (lambda: PPO(gym.make('CartPole-v1'), n_epochs=3), "PPO got an unexpected parameter 'n_epochs': did you mean ppo_epochs?"),
+    (lambda: PPO(gym.make('CartPole-v1'), gae_lambda=0.9), "PPO got an unexpected parameter 'gae_lambda': did you mean lam?"),
+    (lambda: PPO(gym.make('CartPole-v1'), verbose=0), "PPO got an unexpected parameter 'verbose': did you mean quiet"),
+    (lambda: PPO(gym.make('CartPole-v1'), batch_size=64),
+     "PPO got an unexpected parameter 'batch_size': did you mean mini_batches (a count: mini_batches = n_steps x n_envs / batch_size)?"),
+    (lambda: DQN(gym.make('CartPole-v1'), batch_size=64), "DQN got an unexpected parameter 'batch_size': did you mean buffer_batch_size?"),
+    (lambda: DQN(gym.make('CartPole-v1'), learning_starts=64), "DQN got an unexpected parameter 'learning_starts': did you mean buffer_initial_size?"),
+    (lambda: A2C(gym.make('CartPole-v1'), gama=0.9), "A2C got an unexpected parameter 'gama': did you mean gamma?"),
+    (lambda: A2C.from_env('CartPole-v1', ent_coef=0.0), "A2C got an unexpected parameter 'ent_coef': did you mean entropy_coef?"),
+    (lambda: PPO(gym.make('CartPole-v1'), n_envs=2), "PPO takes envs already made, and n_envs is how envs are made"),
+    (lambda: PPO('MlpPolicy', gym.make('CartPole-v1')), "agents take the env first and build their networks from .cfg files"),
+    (lambda: PPO(gym.make('CartPole-v1'), quiet=True).fit(total_timesteps=100),
+     "PPO.fit got an unexpected parameter 'total_timesteps': did you mean max_steps?"),
+    (lambda: PPO(gym.make('CartPole-v1'), quiet=True).fit(max_steps=100, callback=[]),
+     "PPO.fit got an unexpected parameter 'callback': did you mean callbacks?"),
+    (lambda: PPO(gym.make('CartPole-v1'), quiet=True).evaluate(n_eval_episodes=3),
+     "PPO.evaluate got an unexpected parameter 'n_eval_episodes'"),
+])
+def test_python_answers_a_wrong_parameter_name_as_the_command_line_does(call, message):
+    """The Stable-Baselines3 names map to xagents' in Python as they do for flags (one table for both)."""
+    with pytest.raises((TypeError, ValueError)) as error:
+        call()
+    assert message in str(error.value)

@@ -251,7 +251,8 @@ def test_flags_read_from_source_equal_the_imported_signatures(agent):
 @pytest.mark.parametrize('agent, flag, suggestion', [
     ('ppo', '--learning-rate', '--lr'), ('ppo', '--ent-coef', '--entropy-coef'), ('ppo', '--n-epochs', '--ppo-epochs'),
     ('ppo', '--gama', '--gamma'), ('ppo', '-n', '--max-steps'),  # RL Zoo's -n N
-    ('ppo', '--batch-size', '--mini-batches'), ('dqn', '--batch-size', '--buffer-batch-size'),
+    ('ppo', '--batch-size', '--mini-batches (a count: n_steps x n_envs / batch size)'),
+    ('dqn', '--batch-size', '--buffer-batch-size'), ('dqn', '--verbose', '--quiet'),
 ])
 def test_a_misspelt_or_sb3_named_flag_gets_a_suggestion(xagents_cli, agent, flag, suggestion):
     status, _, err = xagents_cli('train', agent, '--env', 'CartPole-v1', flag, '1')

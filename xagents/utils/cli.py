@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import difflib
 import inspect
 import re
 import sys
 from typing import Any, Callable, Iterable
 
+from xagents.utils.names import suggestion
 from xagents.utils.signatures import StaticFunction
 from xagents.utils.validation import RENAMED
 
@@ -144,16 +144,6 @@ def constructors(agent_class: type, stop: type) -> list[Callable]:
             if issubclass(klass, stop) and klass is not stop and '__init__' in vars(klass)]
 
 
-# Names users bring from Stable-Baselines3 and RL Zoo, and what xagents calls them.
-SB3_NAMES = {'learning-rate': 'lr', 'n-epochs': 'ppo-epochs', 'ent-coef': 'entropy-coef', 'vf-coef': 'value-loss-coef',
-             'max-grad-norm': 'grad-norm', 'gae-lambda': 'lam', 'buffer-size': 'buffer-max-size',
-             'learning-starts': 'buffer-initial-size', 'train-freq': 'update-every',
-             # on-policy, SB3's batch_size is a minibatch's size; xagents counts minibatches per rollout
-             'batch-size': ('buffer-batch-size', 'mini-batches'),
-             'exploration-final-eps': 'epsilon-end', 'total-timesteps': 'max-steps', 'n-timesteps': 'max-steps',
-             'n': 'max-steps', 'env-id': 'env', 'num-envs': 'n-envs'}
-
-
 OLD_NAME_GIVEN = '_old_name_of_'
 
 
@@ -175,14 +165,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         unknown = re.match(r'unrecognized arguments: (--?[\w-]+)', message)
         if unknown:
-            options = [option for option in self._option_string_actions if option.startswith('--')]
-            name = unknown.group(1).lstrip('-').replace('_', '-')
-            aliases = SB3_NAMES.get(name, ())
-            close = [f'--{alias}' for alias in ((aliases,) if isinstance(aliases, str) else aliases)
-                     if f'--{alias}' in options][:1] or difflib.get_close_matches(unknown.group(1), options, n=1,
-                                                                                 cutoff=0.75)
-            if close:
-                message += f' (did you mean {close[0]}?)'
+            known = {option[2:].replace('-', '_') for option in self._option_string_actions if option.startswith('--')}
+            name = unknown.group(1).lstrip('-').replace('-', '_')
+            hint = suggestion(name, known, flags=True)
+            if hint:
+                message += f' (did you mean {hint}?)'
         fail(f'{self.prog}: error: {message}')
 
 

@@ -311,7 +311,10 @@ def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
         if isinstance(env.observation_space, gym.spaces.Discrete):
             env = one_hot_observations(env)
         return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AUTORESET_MODE)
-    hint = ': build from an id with from_env, e.g. PPO.from_env(\'CartPole-v1\')' if isinstance(env, str) else ''
+    hint = ''
+    if isinstance(env, str):
+        hint = (": agents take the env first and build their networks from .cfg files: PPO(env), not PPO('MlpPolicy', "
+                'env)' if env.endswith('Policy') else ": build from an id with from_env, e.g. PPO.from_env('CartPole-v1')")
     raise ValueError(f'expected a gymnasium Env or VectorEnv, got {type(env).__name__}{hint}')
 
 

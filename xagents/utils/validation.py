@@ -13,6 +13,8 @@ import math
 import numbers
 from typing import Any, Callable
 
+from xagents.utils.names import unknown_parameter
+
 # kind: (test, how the accepted range is written in messages)
 RULES: dict[str, tuple[Callable[[float], bool], str]] = {
     'probability': (lambda x: 0 <= x <= 1, '0 <= {name} <= 1'),
@@ -89,9 +91,19 @@ def _is(annotation: str, *types: str) -> bool:
 def validated(function: Callable) -> Callable:
     """Check every argument given to ``function`` explicitly (defaults are trusted) before it runs."""
     signature = inspect.signature(function)
+    parameters = set(signature.parameters) - {'self', 'cls'}
+    takes_any = any(parameter.kind == parameter.VAR_KEYWORD for parameter in signature.parameters.values())
 
     @functools.wraps(function)
     def checked(*args, **kwargs):
+        unknown = [] if takes_any else sorted(set(kwargs) - parameters)
+        if unknown:
+            owner = function.__name__
+            if args and 'self' in signature.parameters:
+                owner = f'{type(args[0]).__name__}.{owner}'
+            elif args and 'cls' in signature.parameters:
+                owner = f'{args[0].__name__}.{owner}'
+            raise unknown_parameter(owner, unknown[0], parameters)
         for name, value in signature.bind_partial(*args, **kwargs).arguments.items():
             parameter = signature.parameters[name]
             if parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):
