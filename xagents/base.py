@@ -36,7 +36,7 @@ from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, cr
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
 from xagents.utils.names import unknown_parameter
-from xagents.utils.models import Forward, NumpyForward, Output, build_model, is_image_space
+from xagents.utils.models import Forward, NumpyForward, Output, build_model, check_model, is_image_space
 from xagents.utils.presets import read_presets
 from xagents.utils.returns import gae
 from xagents.utils.saved import json_values, read_manifest, write_manifest
@@ -287,7 +287,9 @@ class BaseAgent:
         the activations its first output's layer takes, last)."""
         observation_space = self.envs.single_observation_space
         model = self.model_file(role, observation_space, given)
-        if not isinstance(model, tf.keras.Model):
+        if isinstance(model, tf.keras.Model):
+            check_model(model, observation_space, outputs, features, f"{type(self).__name__}'s {role}")
+        else:
             model = build_model(model, observation_space, outputs, name=role, features=features)
         self.models[role] = model
         return model
@@ -968,12 +970,8 @@ class OnPolicy(BaseAgent):
         or with gSDE the ``(features, d)`` log sigma of the noise matrix."""
         if isinstance(self.distribution, DiagGaussian) and not hasattr(policy, 'log_std'):
             shape = (self.distribution.dim,)
-            if self.use_sde:
-                outputs = policy.outputs
-                if len(outputs) != 3 or outputs[0].shape[-1] != self.distribution.dim:
-                    raise ValueError(f'with use_sde the model returns [means ({self.distribution.dim} units), value, '
-                                     f'features], got outputs of shapes {[tuple(output.shape) for output in outputs]}')
-                shape = (outputs[-1].shape[-1], self.distribution.dim)
+            if self.use_sde:  # (build checked the outputs: means, value, then features)
+                shape = (policy.outputs[-1].shape[-1], self.distribution.dim)
             policy.log_std = policy.add_weight(shape=shape, name='log_std',
                                                initializer=tf.keras.initializers.Constant(self.log_std_init))
         return policy
@@ -1249,7 +1247,9 @@ class OffPolicy(BaseAgent):
             size = int(np.prod(space.shape)) + int(np.prod(self.action_low.shape))
             space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         model = self.model_file(role, space, given)
-        if not isinstance(model, tf.keras.Model):
+        if isinstance(model, tf.keras.Model):
+            check_model(model, space, outputs, False, f"{type(self).__name__}'s {role}")
+        else:
             model = build_model(model, space, outputs, name=role)
         self.models[role] = model
         return model

@@ -14,12 +14,22 @@ if TYPE_CHECKING:
     from xagents.base import BaseAgent
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)
 class EvaluationResult:
-    """Per-episode returns (the games' own scores) and lengths (env steps) of an evaluation."""
+    """Per-episode returns (the games' own scores) and lengths (env steps) of an evaluation.
+
+    Unpacks as ``mean, std = result``, the pair Stable-Baselines3's ``evaluate_policy`` returns.
+    """
 
     returns: np.ndarray
     lengths: np.ndarray
+
+    def __iter__(self):
+        return iter((self.mean, self.std))
+
+    def __repr__(self) -> str:
+        return (f'EvaluationResult(mean={self.mean:.2f}, std={self.std:.2f}, episodes={len(self.returns)}, '
+                f'mean_length={np.mean(self.lengths):.1f})')
 
     @property
     def mean(self) -> float:

@@ -62,6 +62,12 @@ class Run:
         self.start_steps = 0
         self.end_steps: int | None = None  # the agent's steps when the run finished
 
+    def __repr__(self) -> str:
+        state = self.reason or ('running' if self.end_steps is None else 'ended by an error')
+        return (f'Run({type(self.agent).__name__}, steps={self.steps}, games={self.games}, '
+                f'mean_reward={format_reward(self.mean_reward)}, best_reward={format_reward(self.best_reward)}, '
+                f'eval_reward={format_reward(self.eval_reward)}: {state})')
+
     # ------------------------------------------------------------------------------ state
     @property
     def steps(self) -> int:

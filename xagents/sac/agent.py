@@ -109,10 +109,7 @@ class SAC(OffPolicy):
         else:
             actor_units, q_units = (1 if use_sde else 2) * action_dim, 1
         self.actor = self.build('actor', actor_model, [Output('policy', actor_units)], features=use_sde)
-        if use_sde:
-            if len(self.actor.outputs) != 2 or self.actor.outputs[0].shape[-1] != action_dim:
-                raise ValueError(f'with use_sde the actor returns [means ({action_dim} units), features], '
-                                 f'got outputs of shapes {[tuple(output.shape) for output in self.actor.outputs]}')
+        if use_sde:  # (build checked the outputs: means, then features)
             features = self.actor.outputs[-1].shape[-1]
             self.actor.sde_log_std = self.actor.add_weight(
                 shape=(features, action_dim), initializer=tf.keras.initializers.Constant(log_std_init),

@@ -472,3 +472,43 @@ def test_python_answers_a_wrong_parameter_name_as_the_command_line_does(call, me
     with pytest.raises((TypeError, ValueError)) as error:
         call()
     assert message in str(error.value)
+
+
+def keras_model(inputs: int, *units: int):
+    """A user's Keras model: ``inputs`` features in, one Dense output per entry of ``units``."""
+    from xagents.utils.quiet_tensorflow import tf
+
+    observations = tf.keras.Input((inputs,))
+    hidden = tf.keras.layers.Dense(16, activation='relu')(observations)
+    outputs = [tf.keras.layers.Dense(size)(hidden) for size in units]
+    return tf.keras.Model(observations, outputs if len(outputs) > 1 else outputs[0])
+
+
+@pytest.mark.parametrize('make, message', [
+    (lambda: PPO(gym.make('CartPole-v1'), model=keras_model(4, 3, 1)),
+     "PPO's model: expected outputs policy (2 units), value (1 units), got 2 output(s) of size 3, 1"),
+    (lambda: PPO(gym.make('CartPole-v1'), model=keras_model(4, 2)),  # no value head
+     "PPO's model: expected outputs policy (2 units), value (1 units), got 1 output(s) of size 2"),
+    (lambda: DQN(gym.make('CartPole-v1'), model=keras_model(4, 3)),
+     "DQN's model: expected outputs q (2 units), got 1 output(s) of size 3"),
+    (lambda: DQN(gym.make('CartPole-v1'), model=keras_model(6, 2)),
+     "DQN's model: expected it to take observations shaped (4,), calling it failed"),
+])
+def test_a_users_keras_model_is_checked_when_the_agent_is_built(make, message):
+    with pytest.raises(ValueError) as error:
+        make()
+    assert str(error.value).startswith(message)
+    assert DQN(gym.make('CartPole-v1'), model=keras_model(4, 2), quiet=True).models['model'].name  # a fitting one is taken
+
+
+def test_a_run_and_an_evaluation_print_usefully_and_an_evaluation_unpacks_as_mean_and_std():
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, reward_buffer_size=5, quiet=True)
+    run = agent.fit(max_steps=1280)
+    assert repr(run) == (f'Run(PPO, steps=1280, games={run.games}, mean_reward={run.mean_reward:.2f}, '
+                         f'best_reward={run.best_reward:.2f}, eval_reward=n/a: Maximum steps (1280) reached; '
+                         f'best mean reward {run.best_reward:.2f})')
+    result = agent.evaluate(episodes=4)
+    mean, std = result  # as Stable-Baselines3's evaluate_policy
+    assert (mean, std) == (result.mean, result.std) == (np.mean(result.returns), np.std(result.returns))
+    assert repr(result) == (f'EvaluationResult(mean={mean:.2f}, std={std:.2f}, episodes=4, '
+                            f'mean_length={np.mean(result.lengths):.1f})')

@@ -342,7 +342,8 @@ def test_sde_sigma_is_trained_and_checkpointed(workdir):
 def test_sde_needs_box_actions_and_an_actor_with_features():
     with pytest.raises(ValueError, match='use_sde explores Box actions'):
         SAC.from_env('CartPole-v1', use_sde=True)
-    with pytest.raises(ValueError, match=r'with use_sde the actor returns \[means \(1 units\), features\]'):
+    with pytest.raises(ValueError, match=r"SAC's actor: expected outputs policy \(1 units\), features \(the last hidden "
+                                         r'activations, for gSDE\), got 1 output\(s\) of size 1'):
         SAC(create_envs('Pendulum-v1'), linear(3, np.zeros((3, 1))), use_sde=True)
 
 

@@ -269,6 +269,25 @@ def build_model(
     return model
 
 
+def check_model(model: tf.keras.Model, observation_space, outputs: Sequence[Output], features: bool, owner: str) -> None:
+    """Refuse a user's Keras model whose outputs are not what the agent needs (their number and sizes, e.g. 3
+    logits for 2 actions, or a missing value head), or that cannot take the env's observations: one ValueError
+    when the agent is built, not a shape error inside a graph later."""
+    wanted = ', '.join(f'{output.name} ({output.units} units)' for output in outputs) + (
+        ', features (the last hidden activations, for gSDE)' if features else '')
+    try:
+        results = tf.nest.flatten(model(np.zeros((2, *observation_space.shape), observation_space.dtype)))
+    except Exception as error:  # a model of another input shape: Keras says which in its own words
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f'{owner}: expected it to take observations shaped {observation_space.shape}, '
+                         f'calling it failed: {first}') from None
+    sizes = [int(result.shape[-1]) if len(result.shape) > 1 else 1 for result in results]
+    if len(sizes) != len(outputs) + features or any(
+            size != output.units for size, output in zip(sizes, outputs)):
+        raise ValueError(f'{owner}: expected outputs {wanted}, got {len(sizes)} output(s) of '
+                         f'size {", ".join(map(str, sizes))}')
+
+
 def _check_fits(section: _Section, flat: bool) -> bool:
     """Refuse a dense layer on unflattened images; return whether the activations are flat."""
     kind = section.name.split('-')[0]
