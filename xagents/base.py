@@ -35,6 +35,7 @@ from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, cr
                                 one_hot_size)
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
+from xagents.utils.extras import require
 from xagents.utils.names import unknown_parameter
 from xagents.utils.models import Forward, NumpyForward, Output, build_model, check_model, is_image_space
 from xagents.utils.presets import read_presets
@@ -737,6 +738,7 @@ class BaseAgent:
         if monitor_session:
             built_in.append(Wandb(monitor_session))
         if tensorboard:
+            require('tensorboard', 'tensorboard', 'writing TensorBoard summaries')  # before anything is made
             built_in.append(TensorBoard(tensorboard))
         if save_dir:
             built_in.append(Saves(save_dir, save_frequency, save_keep, save_replay_buffer))

@@ -10,7 +10,7 @@ the learner's replay buffer, one update per segment; a worker starts its next se
 takes one, so it acts one update behind while the learner updates. A worker that dies is restarted by Ray with fresh envs; the
 learner logs it and asks the new worker for the lost segment.
 
-Ray is optional (``pip install 'xagents[distributed]'``) and imported only when workers are asked for.
+Ray is optional (the ``distributed`` extra) and imported only when workers are asked for.
 """
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from xagents.utils.extras import require
+
 if TYPE_CHECKING:
     from xagents.base import BaseAgent
 
 logger = logging.getLogger('xagents')
-EXTRA = "pip install 'xagents[distributed]'"
 RESTART_TRIES = 30  # consecutive failed calls to one worker (about a minute) before the run gives up
 # Settings of the learner that a worker does not take: it keeps no files, logs nothing, starts no workers.
 LEARNER_ONLY = ('checkpoints', 'history_checkpoint', 'quiet', 'workers', 'ray_address')
@@ -47,10 +48,9 @@ def require_ray(address: str | None = None):
     token = os.environ.get('RAY_AUTH_TOKEN_PATH', os.path.expanduser('~/.ray/auth_token'))
     if address and 'RAY_AUTH_MODE' not in os.environ and ('RAY_AUTH_TOKEN' in os.environ or os.path.exists(token)):
         os.environ['RAY_AUTH_MODE'] = 'token'
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(f'workers run on Ray, which is not installed: {EXTRA}') from None
+    require('ray', 'distributed', 'collecting with workers')
+    import ray
+
     return ray
 
 

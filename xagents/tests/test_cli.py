@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import xagents
 from xagents.registry import AGENTS
 from xagents.utils.history import plot_history
 
@@ -15,7 +16,7 @@ from xagents.utils.history import plot_history
 def test_bare_command_prints_version_usage_and_commands(xagents_cli):
     status, out, _ = xagents_cli()
     assert status == 0
-    assert 'xagents 1.0.0' in out and 'usage: xagents <command>' in out
+    assert f'xagents {xagents.__version__}' in out and xagents.__version__ >= '2' and 'usage: xagents <command>' in out
     for command in ('train', 'play', 'export', 'plot', 'tune', 'benchmark'):
         assert any(line.split()[:1] == [command] and len(line.split()) > 1 for line in out.splitlines()), command
 
@@ -395,3 +396,24 @@ def test_each_agent_cli_module_gives_examples_that_parse(agent, xagents_cli):
         words = example.split()
         assert words[:3] == ['xagents', 'train', agent]
         build_parser('train', agent).parse_args(words[3:])  # exits with status 2 on a flag that does not parse
+
+
+def test_an_optional_dependency_a_run_needs_is_checked_before_anything_is_made(workdir):
+    """TensorBoard made unimportable (as where its extra is not installed): one line with the command that
+    installs this xagents' extra (the package index's xagents is another project), exit 2, no folder made."""
+    script = ("import sys; sys.modules['tensorboard'] = None; from xagents.cli import main; "
+              "main(['train', 'ppo', '--env', 'CartPole-v1', '--tensorboard', 'tb', '--max-steps', '100'])")
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "xagents train ppo: error: writing TensorBoard summaries needs the tensorboard package: pip install "
+        "'tensorboard>=2.16'"]
+    assert os.listdir('.') == []
+
+
+def test_install_commands_name_this_xagents_extras_requirements():
+    from xagents.utils.extras import install_command
+
+    assert install_command('export') == ("pip install 'tf2onnx>=1.17' 'onnx>=1.23' 'onnxruntime>=1.32' "
+                                         "'ai-edge-litert>=2.3'")
+    assert 'xagents[' not in install_command('postgres') and 'psycopg2-binary' in install_command('postgres')

@@ -83,6 +83,7 @@ def test_ci_runs_exactly_the_test_command_the_readme_gives():
     readme = (PACKAGE.parent / 'README.md').read_text()
     section = readme.split('\n## Tests\n', 1)[1]
     command = section.split('```sh\n', 1)[1].split('\n```', 1)[0].strip()
-    assert command.startswith('python -m pytest ') and len(command.splitlines()) == 1
+    install, _, run = command.partition(' && ')  # on a fresh machine the command installs what the tests need
+    assert install.startswith('pip install ') and run.startswith('python -m pytest ') and len(command.splitlines()) == 1
     assert command in (PACKAGE.parent / '.ci' / 'run').read_text().splitlines()
     assert readme.count('pytest') == 1, 'one command in the README names the test runner'

@@ -59,6 +59,7 @@ from optuna.storages import JournalStorage, RDBStorage, fail_stale_trials
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from xagents.utils.extras import install_command
 from xagents.utils.cli import Flag, constructors, flags_of
 from xagents.utils.console import console_logging
 from xagents.utils.atomic import check_writable
@@ -261,7 +262,7 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
         installed = [name for module, name in DRIVERS.get(backend, ()) if importlib.util.find_spec(module)]
         if backend in DRIVERS and not installed:
             extra = {'postgresql': 'postgres', 'mysql': 'mysql'}[backend]
-            raise ValueError(f"a {backend} storage needs a database driver: pip install 'xagents[{extra}]'")
+            raise ValueError(f'a {backend} storage needs a database driver: {install_command(extra)}')
         if installed:
             url = url.replace('://', f'+{installed[0]}://', 1)
     password = re.match(r'[^:]*://[^/@:]*:(.*)@', url)
