@@ -39,6 +39,7 @@ from xagents.utils.extras import require
 from xagents.utils.names import unknown_parameter
 from xagents.utils.models import Forward, NumpyForward, Output, build_model, check_model, is_image_space
 from xagents.utils.presets import read_presets
+from xagents.utils.readback import read_arrays
 from xagents.utils.returns import gae
 from xagents.utils.saved import json_values, read_manifest, write_manifest
 from xagents.utils.validation import RENAMED, validated
@@ -508,8 +509,8 @@ class BaseAgent:
 
     def load_buffer(self, path: str) -> None:
         """Take back a replay buffer written by :meth:`save_buffer`."""
-        with np.load(path, allow_pickle=False) as archive:
-            restore_buffer_state(self.buffer, dict(archive))
+        fix = 'load another save, or delete "buffer" from the files of agent.json to load it without the buffer'
+        restore_buffer_state(self.buffer, read_arrays(path, fix), path)
 
     def training_state(self) -> dict:
         """What changes while training besides weights and statistics, JSON-ready: random states and

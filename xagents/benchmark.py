@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from xagents.utils.atomic import atomic_write
+from xagents.utils.readback import damaged, read_json
 
 EVAL_LINE = re.compile(r'steps (\d+)\s+eval reward (-?[\d.]+|nan|inf|-inf)')
 
@@ -115,6 +116,27 @@ def run_path(output: str, job: Job, seed: int) -> str:
     return os.path.join(output, 'runs', f'{job.name}-{seed}.json')
 
 
+# A finished run's record (what run_one writes): its fields and what each may be (see readback.JSON_KINDS).
+RUN_FIELDS = {'agent': ('a string',), 'env': ('a string',), 'seed': ('an integer',), 'target': ('a number',),
+              'budget': ('an integer',), 'command': ('a string',), 'wall_seconds': ('a number',),
+              'steps': ('an integer',), 'steps_per_second': ('a number',), 'evaluations': ('a list',),
+              'steps_to_target': ('an integer', 'null'), 'final_eval': ('a number', 'null')}
+
+
+def read_run(path: str) -> dict:
+    """The record of a finished run, checked to be one :func:`run_one` writes.
+
+    Raises:
+        ValueError: the file is damaged: not JSON, a field missing or of another kind.
+    """
+    fix = 'remove it to run that seed again'
+    record = read_json(path, RUN_FIELDS, fix)
+    if not all(isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, (int, float)) for x in pair)
+               for pair in record['evaluations']):
+        raise damaged(path, 'expected "evaluations" to list [step, reward] pairs', fix)
+    return record
+
+
 def command_of(job: Job, seed: int, output: str) -> list[str]:
     """The ``xagents train`` command of one run (printed in the results, runnable by hand)."""
     history = os.path.join(output, 'runs', f'{job.name}-{seed}.parquet')
@@ -157,8 +179,7 @@ def check_same_settings(job: Job, seed: int, output: str) -> None:
     """Refuse to keep a finished run made with other settings (budget, evaluations, flags, target) than
     ``job``'s: a benchmark resumed with other flags would table it as if it were this job's."""
     path = run_path(output, job, seed)
-    with open(path) as file:
-        record = json.load(file)
+    record = read_run(path)
     wanted = ' '.join(command_of(job, seed, output))
     if _settings(record['command']) != _settings(wanted) or record['target'] != job.target:
         raise ValueError(f'{path} was run as `{_settings(record["command"])}` (target {record["target"]:g}), not '
@@ -199,8 +220,7 @@ def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int =
     records = []
     for job, seed in runs:
         if os.path.exists(run_path(output, job, seed)):
-            with open(run_path(output, job, seed)) as file:
-                records.append(json.load(file))
+            records.append(read_run(run_path(output, job, seed)))
     return records
 
 

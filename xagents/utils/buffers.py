@@ -839,36 +839,48 @@ def buffer_state(buffer) -> dict[str, np.ndarray]:
     """Everything a replay buffer holds and counts, as named arrays (what ``agent.save(include_buffer=True)``
     writes): its arrays and counters, those of its storage and sum tree, and its sampler's state."""
     state = {'rng': np.asarray(json.dumps(buffer.rng.bit_generator.state))}
-    for prefix, owner in _stateful_parts(buffer).items():
-        for name, value in vars(owner).items():
-            if isinstance(value, np.ndarray) and value.ndim and len(value):
-                # The rows after the last one that differs from the final row (a buffer's unwritten rows
-                # still hold their initial value) are saved as that row and a shape, not as bytes: a buffer
-                # that is still filling costs what it holds.
-                state[f'{prefix}/{name}'] = value[:_rows_before_repeats(value)]
-                state[f'{prefix}/{name}{SHAPE}'] = np.asarray(value.shape)
-                state[f'{prefix}/{name}{FILL}'] = value[-1]
-            elif isinstance(value, (np.ndarray, int, float, np.integer, np.floating)):
-                state[f'{prefix}/{name}'] = np.asarray(value)
+    for key, (owner, name) in _fields(buffer).items():
+        value = getattr(owner, name)
+        if isinstance(value, np.ndarray) and value.ndim and len(value):
+            # The rows after the last one that differs from the final row (a buffer's unwritten rows
+            # still hold their initial value) are saved as that row and a shape, not as bytes: a buffer
+            # that is still filling costs what it holds.
+            state[key] = value[:_rows_before_repeats(value)]
+            state[key + SHAPE] = np.asarray(value.shape)
+            state[key + FILL] = value[-1]
+        else:
+            state[key] = np.asarray(value)
     return state
 
 
-def restore_buffer_state(buffer, state: dict[str, np.ndarray]) -> None:
+def restore_buffer_state(buffer, state: dict[str, np.ndarray], source: str = 'the saved replay buffer') -> None:
     """Take back what :func:`buffer_state` gave, into a buffer built with the same settings.
 
+    Args:
+        buffer: The buffer to fill.
+        state: What :func:`buffer_state` gave.
+        source: Where ``state`` was read, as error messages name it.
+
     Raises:
-        ValueError: the saved arrays do not fit this buffer (another capacity, env count or space).
+        ValueError: the saved arrays do not fit this buffer (another capacity, env count or space), or some
+            are missing or unknown to it (a damaged file, or one of another kind of buffer).
     """
-    parts = _stateful_parts(buffer)
-    fields = {key: (parts[key.partition('/')[0]], key.partition('/')[2], value)
-              for key, value in state.items() if key != 'rng' and not key.endswith((SHAPE, FILL))}
-    for key, (owner, name, value) in fields.items():  # check everything before changing anything
-        current = getattr(owner, name)
+    fields = _fields(buffer)
+    missing = [key for key in ['rng', *fields] if key not in state]
+    missing += [key + FILL for key in fields if key + SHAPE in state and key + FILL not in state]
+    unknown = [key for key in state if key != 'rng' and key.partition('#')[0] not in fields]
+    if missing or unknown:
+        raise ValueError(f'{source} does not hold this replay buffer\'s state: '
+                         + (f'{missing[0]} is missing' if missing else f'{unknown[0]} is none of its arrays')
+                         + ' (a damaged file, or one saved by another kind of buffer)')
+    for key, (owner, name) in fields.items():  # check everything before changing anything
+        current, value = getattr(owner, name), state[key]
         shape = tuple(state[key + SHAPE]) if key + SHAPE in state else value.shape  # older saves: whole arrays
         if isinstance(current, np.ndarray) and (current.shape != shape or current.dtype != value.dtype):
-            raise ValueError(f'the saved replay buffer does not fit this one: {name} is {shape} '
+            raise ValueError(f'{source} does not fit this replay buffer: {name} is {shape} '
                              f'{value.dtype}, expected {current.shape} {current.dtype}')
-    for key, (owner, name, value) in fields.items():
+    for key, (owner, name) in fields.items():
+        value = state[key]
         current = getattr(owner, name)
         if isinstance(current, np.ndarray):
             current[:len(value)] = value
@@ -877,6 +889,14 @@ def restore_buffer_state(buffer, state: dict[str, np.ndarray]) -> None:
         else:
             setattr(owner, name, type(current)(value))
     buffer.rng.bit_generator.state = json.loads(str(state['rng']))
+
+
+def _fields(buffer) -> dict[str, tuple[object, str]]:
+    """What :func:`buffer_state` saves, by key (``part/attribute``): the owner and attribute name of
+    every array and number of the buffer's stateful parts."""
+    return {f'{prefix}/{name}': (owner, name) for prefix, owner in _stateful_parts(buffer).items()
+            for name, value in vars(owner).items()
+            if isinstance(value, (np.ndarray, int, float, np.integer, np.floating))}
 
 
 def _stateful_parts(buffer) -> dict[str, object]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import zipfile
 
 import numpy as np
 from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.atomic import atomic_write
+from xagents.utils.readback import damaged, read_arrays
+
+# Saved last: a checkpoint whose archive lost its last entries (a damaged zip directory) lacks it.
+LAST_ENTRY = 'counter/steps'
 
 
 def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
@@ -27,7 +30,7 @@ def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
                    if value is not None})
     if optimizer is not None:
         arrays.update({f'optimizer/{i}': v.numpy() for i, v in enumerate(optimizer.variables)})
-    arrays.update({f'counter/{name}': np.asarray(value) for name, value in counters.items()})
+    arrays.update({f'counter/{name}': np.asarray(value) for name, value in counters.items()})  # LAST_ENTRY last
     with atomic_write(path) as file:
         np.savez(file, **arrays)
 
@@ -69,22 +72,23 @@ class Checkpoint:
             _assign(self.path, 'optimizer', optimizer.variables, self.arrays)
 
 
-def read_checkpoint(path: str) -> Checkpoint:
-    """Read what :func:`save_checkpoint` wrote.
+def read_checkpoint(path: str, fix: str = 'use a copy of it, or train anew') -> Checkpoint:
+    """Read what :func:`save_checkpoint` wrote; ``fix`` ends the message if the file is damaged.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: the file is not a checkpoint.
+        ValueError: the file is damaged (truncated, a byte changed) or is not a checkpoint.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f'weights file not found: {path}')
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            arrays = dict(archive)
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError):
-        raise ValueError(f'{path} is not an xagents checkpoint') from None
+    with open(path, 'rb') as file:
+        if file.read(2) != b'PK':  # how every zip archive starts: any other file is no checkpoint, not a damaged one
+            raise ValueError(f'{path} is not an xagents checkpoint')
+    arrays = read_arrays(path, fix)
     if not any(key.startswith('model/') for key in arrays):
         raise ValueError(f'{path} is not an xagents checkpoint')
+    if LAST_ENTRY not in arrays:
+        raise damaged(path, f'its archive lacks {LAST_ENTRY}, the last array a checkpoint holds', fix)
     return Checkpoint(path, arrays)
 
 

@@ -1,7 +1,8 @@
 """Training history as parquet (``mean_reward best_reward episode_reward step time``) and its plots.
 
 The file also records, in its metadata, which agent, env and spaces produced it, so that a run of
-another agent or env never appends to it.
+another agent or env never appends to it. Its pages carry CRC-32 checksums, checked when read: a
+changed byte is refused, never read as another reward.
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from xagents.utils.atomic import atomic_write
+from xagents.utils.readback import damaged
 
 COLUMNS = ('mean_reward', 'best_reward', 'episode_reward', 'step', 'time')
 IDENTITY_KEY = b'xagents'
+HISTORY_FIX = 'use a copy of it, or another history file'
 IDENTITY_LABELS = {'agent': 'agent', 'env_id': 'env', 'observation_space': 'observation space',
                    'action_space': 'action space'}
 
@@ -72,21 +75,25 @@ class History:
             table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                    IDENTITY_KEY: json.dumps(identity).encode()})
             with atomic_write(self.path) as file:
-                pq.write_table(table, file)
+                pq.write_table(table, file, write_page_checksum=True)
 
 
 def read_identity(path: str) -> dict[str, str]:
     """The agent, env and spaces recorded in a history file (empty for files of older versions)."""
     metadata = pq.read_schema(path).metadata or {}
-    return json.loads(metadata.get(IDENTITY_KEY, b'{}'))
+    try:
+        return dict(json.loads(metadata.get(IDENTITY_KEY, b'{}')))
+    except (ValueError, TypeError):
+        raise damaged(path, 'its record of the agent and env is not JSON', HISTORY_FIX) from None
 
 
 def read_history(path: str) -> pd.DataFrame:
-    """Read a history file, raising a ValueError that names it if it is not one."""
+    """Read a history file, raising a ValueError that names it if it is not one or is damaged."""
     try:
-        frame = pd.read_parquet(path)
+        frame = pd.read_parquet(path, page_checksum_verification=True)
     except Exception as error:  # pyarrow raises several unrelated types for a bad file
-        raise ValueError(f'{path} is not a parquet history file: {error}') from None
+        reason = ' '.join(str(error).split())  # one line
+        raise ValueError(f'{path} is not a whole parquet history file ({reason}); {HISTORY_FIX}') from None
     missing = [column for column in COLUMNS if column not in frame]
     if missing:
         raise ValueError(f'{path}: expected history columns {list(COLUMNS)}, missing {missing}')
