@@ -39,9 +39,9 @@ from xagents.utils.extras import require
 from xagents.utils.names import unknown_parameter
 from xagents.utils.models import Forward, NumpyForward, Output, build_model, check_model, is_image_space
 from xagents.utils.presets import read_presets
-from xagents.utils.readback import read_arrays
+from xagents.utils.readback import damaged, read_arrays
 from xagents.utils.returns import gae
-from xagents.utils.saved import json_values, read_manifest, write_manifest
+from xagents.utils.saved import FIX, MANIFEST, check_settings, json_values, read_manifest, saved_file, write_manifest
 from xagents.utils.validation import RENAMED, validated
 
 logger = logging.getLogger('xagents')
@@ -459,6 +459,7 @@ class BaseAgent:
         if manifest['agent'] != cls.__name__:
             raise ValueError(f'{path} holds a saved {manifest["agent"]}, not {cls.__name__}: load it as '
                              f'{manifest["agent"]} ({manifest["agent"]}.load, xagents ... {manifest["agent"].lower()})')
+        check_settings(path, manifest, cls)
         missing = [name for name in manifest['unsaved'] if name not in overrides]
         if missing:
             raise ValueError(f'{path} could not save {", ".join(missing)} (not JSON): pass it to load')
@@ -487,7 +488,7 @@ class BaseAgent:
         manifest = manifest or read_manifest(path)
         check_identity(path, manifest['identity'], self.identity())
         for role in self.model_roles:
-            checkpoint = read_checkpoint(os.path.join(path, manifest['files'][role]))
+            checkpoint = read_checkpoint(saved_file(path, manifest, role), FIX)
             if checkpoint.steps != manifest['steps']:
                 raise ValueError(f'{checkpoint.path} is from step {checkpoint.steps}, {path} from step '
                                  f'{manifest["steps"]}: a set torn while saving')
@@ -496,7 +497,11 @@ class BaseAgent:
         if 'buffer' in manifest['files']:
             self.load_buffer(os.path.join(path, manifest['files']['buffer']))
         self.steps = int(manifest['steps'])
-        self.restore_training_state(manifest['training_state'])
+        try:
+            self.restore_training_state(manifest['training_state'])
+        except (KeyError, TypeError, ValueError) as error:
+            raise damaged(os.path.join(path, MANIFEST), f'its training_state does not fit {type(self).__name__}: '
+                                                        f'{error!r}', FIX) from None
         self.weights_loaded = [path]
         self.on_weights_changed()
 
@@ -509,7 +514,7 @@ class BaseAgent:
 
     def load_buffer(self, path: str) -> None:
         """Take back a replay buffer written by :meth:`save_buffer`."""
-        fix = 'load another save, or delete "buffer" from the files of agent.json to load it without the buffer'
+        fix = f'load another save, or delete "buffer" from the files of {MANIFEST} to load it without the buffer'
         restore_buffer_state(self.buffer, read_arrays(path, fix), path)
 
     def training_state(self) -> dict:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from xagents.run import format_reward
-from xagents.utils.atomic import atomic_write
+from xagents.utils.atomic import atomic_write, remove_stale_temporaries
+from xagents.utils.readback import read_json
+from xagents.utils.saved import MANIFEST, remove_interrupted_save
 
 if TYPE_CHECKING:
     from xagents.run import Episode, Run
@@ -164,19 +166,32 @@ class Evaluation(Callback):
 class Saves(Callback):
     """Whole-agent saves (``agent.save``) into ``directory``: every ``frequency`` env steps as
     ``step-N`` (the newest ``keep`` kept), and, when the run evaluates, the best-evaluated agent as
-    ``best-eval`` (Stable-Baselines3's ``CheckpointCallback`` and ``EvalCallback``'s best model)."""
+    ``best-eval`` (Stable-Baselines3's ``CheckpointCallback`` and ``EvalCallback``'s best model).
+
+    Raises:
+        ValueError: (when built) ``best-eval.json``, the score of ``best-eval``, is damaged.
+    """
 
     def __init__(self, directory: str, frequency: int | None = None, keep: int = 3,
                  include_buffer: bool = False) -> None:
         self.directory, self.frequency, self.keep, self.include_buffer = directory, frequency, keep, include_buffer
         self.due, self.best_eval = 0, -np.inf
         self.score_path = os.path.join(directory, 'best-eval.json')  # best-eval's score, across runs
+        # A resumed run replaces best-eval only with a better agent. Without best-eval's manifest (a kill
+        # in its first save), the score is of no agent.
+        if os.path.exists(self.score_path) and os.path.exists(os.path.join(directory, 'best-eval', MANIFEST)):
+            self.best_eval = read_json(self.score_path, {'eval_reward': ('a number',), 'step': ('an integer',)},
+                                       'delete it to let the next evaluation replace best-eval, however it '
+                                       'scores')['eval_reward']
 
     def on_start(self, run: Run) -> None:
         self.due = run.steps + (self.frequency or 0)
-        if os.path.exists(self.score_path):  # a resumed run replaces best-eval only with a better agent
-            with open(self.score_path) as file:
-                self.best_eval = float(json.load(file)['eval_reward'])
+        removed = remove_stale_temporaries(self.score_path)  # what a kill during a save left
+        for name in os.listdir(self.directory) if os.path.isdir(self.directory) else ():
+            if (name == 'best-eval' or name.startswith('step-')) and os.path.isdir(os.path.join(self.directory, name)):
+                removed += remove_interrupted_save(os.path.join(self.directory, name))
+        for path in removed:
+            logger.info('Removed %s, left by an interrupted save', path)
 
     def on_round(self, run: Run) -> None:
         if run.eval_reward > self.best_eval:

@@ -11,6 +11,9 @@ import re
 import tempfile
 from typing import IO, Iterator
 
+# mkstemp's names: the prefix (a dot, the name of the file written, a dot) and 8 random characters.
+TEMPORARY = re.compile(r'^\.(.+)\.[A-Za-z0-9_]{8}$')
+
 
 def _temporary_prefix(path: str) -> str:
     return f'.{os.path.basename(path)}.'
@@ -68,14 +71,20 @@ def check_writable(path: str, directory: bool = False) -> None:
         raise ValueError(f'cannot write {path}: {error.strerror}') from None
 
 
+def stale_temporaries(directory: str) -> dict[str, str]:
+    """The temporary files of :func:`atomic_write` in ``directory``, each with the name of the file it was
+    to replace (with one writer at a time, those a killed write left)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return {}
+    return {name: match[1] for name in names if (match := TEMPORARY.match(name))}
+
+
 def remove_stale_temporaries(path: str) -> list[str]:
     """Delete the temporary files that writes of ``path`` left when killed; return their names."""
     directory = os.path.dirname(os.path.abspath(path))
-    pattern = re.compile(re.escape(_temporary_prefix(path)) + r'[A-Za-z0-9_]{8}$')
-    try:
-        names = [name for name in os.listdir(directory) if pattern.match(name)]
-    except OSError:
-        return []
+    names = [name for name, target in stale_temporaries(directory).items() if target == os.path.basename(path)]
     removed = []
     for name in names:
         with contextlib.suppress(OSError):

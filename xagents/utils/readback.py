@@ -44,13 +44,19 @@ def read_json(path: str, fields: dict[str, tuple[str, ...]], fix: str) -> dict[s
         raise damaged(path, f'expected JSON, got {error}', fix) from None
     if not isinstance(record, dict):
         raise damaged(path, f'expected a JSON object, got {type(record).__name__}', fix)
+    check_fields(path, record, fields, fix)
+    return record
+
+
+def check_fields(path: str, record: dict[str, Any], fields: dict[str, tuple[str, ...]], fix: str) -> None:
+    """Raise the error of :func:`damaged` unless ``record``, read from ``path``, holds ``fields`` (see
+    :func:`read_json`)."""
     for name, kinds in fields.items():
         if name not in record:
             raise damaged(path, f'expected a field "{name}", found none', fix)
         if not any(JSON_KINDS[kind](record[name]) for kind in kinds):
             raise damaged(path, f'expected "{name}" to be {" or ".join(kinds)}, got {json.dumps(record[name])[:40]}',
                           fix)
-    return record
 
 
 def read_arrays(path: str, fix: str) -> dict[str, np.ndarray]:
