@@ -28,11 +28,11 @@ from xagents.distributed import Segment, WorkerPool, join
 from xagents.evaluation import EvaluationResult, evaluate
 from xagents.run import Episode, Run
 from xagents.utils.atomic import atomic_write, check_writable, remove_stale_temporaries
-from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
+from xagents.utils.checkpoints import NonFiniteError, read_checkpoint, save_checkpoint
 from xagents.utils.console import console_logging
 from xagents.utils.distributions import DiagGaussian, StateDependentNoise, distribution_for
-from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, create_envs, env_settings, frame_stacked,
-                                one_hot_size)
+from xagents.utils.envs import (ENV_PARAMETERS, EpisodeScores, as_vector_env, check_finite, create_envs, env_call,
+                                env_settings, frame_stacked, one_hot_size)
 from xagents.utils.history import History, check_identity
 from xagents.utils.memory import check_fits
 from xagents.utils.extras import require
@@ -754,6 +754,7 @@ class BaseAgent:
             try:
                 while run.reason is None:  # collect and update; the run records, logs, saves and judges
                     metrics = self.train_once()
+                    check_finite_metrics(metrics, self.steps)
                     if self.lr_decay_steps:
                         self.update_learning_rates()
                     run.end_round(metrics, self.take_episodes())
@@ -818,7 +819,9 @@ class BaseAgent:
             self.training_started = True
         elif not self.training_started:
             self.episode_scores = EpisodeScores(self.envs)
-            self.observations = self.envs.reset(seed=self.seed if seed is None else seed)[0]
+            with env_call(self.envs, 'reset', self.steps):
+                self.observations = self.envs.reset(seed=self.seed if seed is None else seed)[0]
+            check_finite(self.envs, self.steps, observation=self.observations)
             self.training_started = True
 
     def stop_workers(self) -> None:
@@ -835,7 +838,8 @@ class BaseAgent:
             ``final_observations`` equals ``next_observations`` except for envs whose episode
             ended, which hold the episode's true final observation.
         """
-        next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
+        with env_call(self.envs, 'step', self.steps):
+            next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
         self.steps += self.envs.num_envs
         dones = terminated | truncated
         final_observations = next_observations
@@ -843,6 +847,8 @@ class BaseAgent:
             final_observations = next_observations.copy()
             ended = np.flatnonzero(dones)
             final_observations[ended] = np.stack(info['final_obs'][ended])
+        check_finite(self.envs, self.steps, observation=final_observations, reward=rewards,
+                     **({'reset observation': next_observations} if dones.any() else {}))
         _, scores, _ = self.episode_scores.update(rewards, dones, info)
         if len(scores):
             now = time.perf_counter()
@@ -866,9 +872,10 @@ class BaseAgent:
 
     @validated
     def evaluate(self, episodes: int = 10, env: str | gym.Env | gym.vector.VectorEnv | None = None,
-                 deterministic: bool = True, seed: int | None = None) -> EvaluationResult:
+                 deterministic: bool = True, seed: int | None = None,
+                 max_episode_steps: int | None = None) -> EvaluationResult:
         """Play ``episodes`` whole episodes; their returns and lengths (see :func:`xagents.evaluate`)."""
-        return evaluate(self, env, episodes, deterministic, seed)
+        return evaluate(self, env, episodes, deterministic, seed, max_episode_steps)
 
     # ------------------------------------------------------------------------------- play
     @validated
@@ -1402,6 +1409,15 @@ class OffPolicy(BaseAgent):
             ``(metrics, td_errors)``: a dict with every name of ``metric_names`` and ``(batch,)``.
         """
         raise NotImplementedError
+
+
+def check_finite_metrics(metrics: dict, steps: int) -> None:
+    """Stop training when an update's losses are no longer finite (a nan from the envs is caught before): the
+    weights have diverged, and the files on disk stay those of the last good point."""
+    for name, value in metrics.items():
+        if not np.isfinite(value):
+            raise NonFiniteError(f'the update at env step {steps:,} made {name} {float(value)}: the weights diverged '
+                                 '(a lower learning rate may help)')
 
 
 def polyak_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable], tau: float) -> None:

@@ -51,8 +51,9 @@ class Callback:
 class Checkpoints(Callback):
     """The run's files: the best models (``checkpoints``) and the history, in that order.
 
-    Before each history write the models are saved if the best reward rose since they last were,
-    so a history on disk always has its weights beside it.
+    Before each history write the models are saved if the best reward rose since they last were, so a history
+    on disk always has its weights beside it. The best reward waits for a full window of episodes; until then
+    each history write saves the latest weights (no best yet, and a run can resume from them).
     """
 
     def __init__(self) -> None:
@@ -62,7 +63,7 @@ class Checkpoints(Callback):
         self.saved_best = run.best_reward if run.games else -np.inf  # a resumed best is saved already
 
     def save(self, run: Run) -> None:
-        if run.agent.checkpoints and run.best_reward > self.saved_best:
+        if run.agent.checkpoints and (run.best_reward > self.saved_best or run.games and not run.window_full):
             run.agent.save_models()
             self.saved_best = run.best_reward
         run.history.flush()
@@ -76,14 +77,14 @@ class Checkpoints(Callback):
 
     def on_stop(self, run: Run) -> None:
         self.save(run)
-        if run.agent.checkpoints and self.saved_best == -np.inf:  # weights follow the best mean reward
-            size = run.reward_buffer.maxlen
-            if not run.games:
-                logger.info('No episode finished: no weights written to %s', ' '.join(run.agent.checkpoints))
-            else:
-                logger.info('%d of the %d episodes a best mean reward needs finished: no weights written to %s '
-                            '(train longer, or lower --reward-buffer-size)', len(run.reward_buffer), size,
-                            ' '.join(run.agent.checkpoints))
+        if not run.agent.checkpoints or run.window_full:
+            return
+        if not run.games:
+            logger.info('No episode finished: no weights written to %s', ' '.join(run.agent.checkpoints))
+        else:
+            logger.info('%d of the %d episodes a best mean reward needs finished: %s holds the latest weights, not a '
+                        'best (train longer, or lower --reward-buffer-size)', len(run.reward_buffer),
+                        run.reward_buffer.maxlen, ' '.join(run.agent.checkpoints))
 
 
 class ProgressLines(Callback):

@@ -143,6 +143,9 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
 
     args = vars(build_parser(command, agent, requested_env(argv)).parse_args(argv))
     load_tensorflow()  # once the flags parsed: a misspelt flag is refused without it
+    from xagents.utils.checkpoints import NonFiniteError
+    from xagents.utils.envs import EnvError
+
     env_id = args.pop('env')
     weights = args.pop('weights', None)
     command_names = {flag.name for flag in base_flags('fit')} if command == 'train' else {
@@ -185,10 +188,9 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     except KeyboardInterrupt:
         if instance is None or not instance.training_started:
             fail(f'{prog}: interrupted', 130)
-        saved = [name for name, path in (('weights', instance.checkpoints), ('history', instance.history_checkpoint))
-                 if path]
-        fail(f'{prog}: interrupted at step {instance.steps}' + (f'; {" and ".join(saved)} saved' if saved else ''),
-             130)
+        fail(f'{prog}: interrupted at step {instance.steps}{kept_files(instance, "saved")}', 130)
+    except (EnvError, NonFiniteError) as error:  # the world failed mid-run: what was written before stays
+        fail(f'{prog}: error: {error}' + (kept_files(instance) if instance is not None else ''), 1)
     except (ValueError, OSError, ImportError, gym.error.Error) as error:
         if instance is None or not instance.training_started:
             fail(f'{prog}: error: {error}')
@@ -388,6 +390,19 @@ def configure_logging(quiet: bool) -> None:
                         level=logging.WARNING if quiet else logging.INFO)
     for library in ('tensorflow', 'absl'):  # not their notes ('Assets written to ...' on every export)
         logging.getLogger(library).setLevel(logging.WARNING)
+
+
+def kept_files(instance, verb: str = 'of the last good point kept') -> str:
+    """What a run that stopped early leaves, as it is on disk: '; weights (w.tf) and history (h.parquet) saved'
+    (``verb``), and which asked-for files were not written at all."""
+    if not instance.training_started:
+        return ''
+    weights = [path for path in instance.checkpoints or () if os.path.exists(path)]
+    history = [path for path in [instance.history_checkpoint] if path and os.path.exists(path)]
+    kept = [f'{name} ({", ".join(paths)})' for name, paths in (('weights', weights), ('history', history)) if paths]
+    missing = [name for name, asked, written in (('weights', instance.checkpoints, weights),
+                                                 ('history', instance.history_checkpoint, history)) if asked and not written]
+    return (f'; {" and ".join(kept)} {verb}' if kept else '') + (f'; no {" or ".join(missing)} written' if missing else '')
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -68,10 +68,15 @@ def _checked(cast: Callable[[str], Any], check: Callable[[Any], Any]) -> Callabl
 
 
 def key_value(word: str) -> tuple[str, Any]:
-    """``key=value`` as a pair, the value read as a Python literal (``3``, ``True``, ``0.5``) or kept a string."""
+    """``key=value`` as a pair, the value typed as a command line means it: ``true``/``false`` (any case) and
+    ``none`` as Python's, numbers and other literals (``3``, ``0.5``, ``[1, 2]``) as Python reads them, anything
+    else a string (``render=rgb_array``); ``continuous=false`` is False, never the truthy string 'false'."""
     key, equals, text = word.partition('=')
     if not equals or not key.isidentifier():
         raise argparse.ArgumentTypeError(f'expected KEY=VALUE, got {word!r}')
+    words = {'true': True, 'false': False, 'none': None}
+    if text.strip().lower() in words:
+        return key, words[text.strip().lower()]
     try:
         return key, ast.literal_eval(text)
     except (ValueError, SyntaxError):
