@@ -767,16 +767,19 @@ class BaseAgent:
     def check_outputs(self, tensorboard: str | None = None, save_dir: str | None = None) -> None:
         """Refuse, before a run touches anything, files it would overwrite or could not write; remove
         temporary files that a killed write of them left."""
+        resume = (f'resume its run from a save of {save_dir} (--weights {os.path.join(save_dir, "step-...")}) with the '
+                  'same outputs' if save_dir else None)
         if len(self.history.saved) and not self.training_started and not self.weights_loaded:
-            raise ValueError(
-                f'history {self.history_checkpoint} exists: load its weights to resume (--weights), '
-                'or choose another history file'
-            )
+            raise ValueError(f'history {self.history_checkpoint} exists: {resume or "load its weights to resume (--weights)"}'
+                             ', or choose another history file')
+        resuming_a_save = any(os.path.isdir(path) for path in self.weights_loaded)
         for path in self.checkpoints or ():
             if os.path.exists(path) and path not in self.weights_loaded and not self.training_started:
-                raise ValueError(
-                    f'checkpoint {path} exists: pass it as weights to resume, or choose another path'
-                )
+                if resuming_a_save:  # a run of every output resumes from its save: its best weights go on
+                    check_identity(path, read_checkpoint(path).identity, self.identity())
+                    continue
+                raise ValueError(f'checkpoint {path} exists: {resume or "pass it as weights to resume"}, or choose '
+                                 'another path')
         if save_dir and self.saves_of_another_run(save_dir):
             raise ValueError(f'save_dir {save_dir} holds the saves of another run: resume from one (--weights '
                              f'{os.path.join(save_dir, "step-...")}), or choose another directory')

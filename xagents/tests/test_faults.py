@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from xagents import A2C, PPO, SAC
+from xagents.utils.checkpoints import read_checkpoint
 from xagents.utils.history import read_history
 
 QUICK = ['--env', 'CartPole-v1', '--max-steps', '3000', '--n-envs', '2', '--seed', '0', '--reward-buffer-size', '10']
@@ -211,3 +212,22 @@ def test_a_python_agent_refuses_another_agents_history(workdir):
     PPO.from_env('CartPole-v1', n_envs=2, history_checkpoint='h.parquet', quiet=True).fit(max_steps=500)
     with pytest.raises(ValueError, match='h.parquet comes from a run with agent PPO, this one has A2C'):
         A2C.from_env('CartPole-v1', history_checkpoint='h.parquet', quiet=True)
+
+
+def test_a_run_with_every_output_resumes_from_its_latest_save(xagents_cli, workdir):
+    """--checkpoints, --history-checkpoint and --save-dir together: the one way on is --weights SAVE_DIR/step-N with the
+    same outputs (the save holds the optimizer, counters and random state; the best weights go on being kept)."""
+    outputs = ['--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', '--save-dir', 'sd', '--save-frequency', '1000']
+    assert xagents_cli('train', 'ppo', *QUICK, *outputs)[0] == 0
+    best = snapshot('w.tf')
+    status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'w.tf', *outputs)
+    assert status == 2 and 'save_dir sd holds the saves of another run: resume from one (--weights sd/step-...)' in err
+    status, _, err = xagents_cli('train', 'ppo', *QUICK, *outputs)
+    assert status == 2 and 'history h.parquet exists: resume its run from a save of sd (--weights sd/step-...)' in err
+    latest = sorted(name for name in os.listdir('sd') if name.startswith('step-'))[-1]
+    status, out, err = xagents_cli('train', 'ppo', *QUICK[:2], '--max-steps', '6000', '--total', '--n-envs', '2',
+                                   '--reward-buffer-size', '10', '--weights', f'sd/{latest}', *outputs)
+    assert status == 0, err
+    history = read_history('h.parquet')
+    assert history['step'].iloc[-1] > 3000 and read_checkpoint('w.tf').steps > 0  # went on, with its best weights
+    assert snapshot('w.tf') == best or history['best_reward'].iloc[-1] > history['best_reward'][history['step'] <= 3000].max()
