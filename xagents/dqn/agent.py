@@ -5,8 +5,8 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import OffPolicy
-from xagents.distributed import apex_exponent
+from xagents.agent.off_policy import OffPolicy
+from xagents.training.distributed import apex_exponent
 from xagents.utils.models import Output
 
 

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import OffPolicy
+from xagents.agent.off_policy import OffPolicy
 from xagents.utils.distributions import Categorical, StateDependentNoise
 from xagents.utils.models import Output
 

@@ -538,7 +538,7 @@ def test_evaluation_cuts_episodes_that_never_end_and_says_so(caplog):
         agent = PPO.from_env('EndlessForTest-v0', quiet=True, n_steps=8, seed=0)
         result = agent.evaluate(episodes=2, max_episode_steps=30)  # cut inside the env, below its records
         assert result.lengths.tolist() == [30, 30] and result.returns.tolist() == [30.0, 30.0]
-        from xagents.evaluation import STEP_LIMIT
+        from xagents.training.evaluation import STEP_LIMIT
         assert STEP_LIMIT == 100_000  # the documented default where the env sets no limit
     finally:
         gym.registry.pop('EndlessForTest-v0')

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xagents.benchmark import (SUITES, Job, bootstrap_interval, interquartile_mean, markdown, normalized_scores,
+from xagents.app.benchmark import (SUITES, Job, bootstrap_interval, interquartile_mean, markdown, normalized_scores,
                                random_score, run_benchmark, summary_table)
 
 

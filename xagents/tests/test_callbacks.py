@@ -1,14 +1,12 @@
 """Runs and callbacks: the events a user's callback hears, stopping from one, and state kept off the agent."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from xagents import DQN, PPO
-from xagents.callbacks import Callback
+from xagents.training.callbacks import Callback
 
 
 class Recorder(Callback):

@@ -19,8 +19,8 @@ os.environ['RAY_AUTH_MODE'] = 'token'
 pytest.importorskip('ray')
 
 from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO  # noqa: E402
-from xagents.callbacks import Callback  # noqa: E402
-from xagents.distributed import Worker, worker_arguments  # noqa: E402
+from xagents.training.callbacks import Callback  # noqa: E402
+from xagents.training.distributed import Worker, worker_arguments  # noqa: E402
 
 LOOPBACK = {'127.0.0.1', '::ffff:127.0.0.1', '::1'}
 
@@ -273,7 +273,7 @@ def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagen
 
 def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(workdir):
     """Ray made unimportable (as where it is not installed): exit 2 and the pip command."""
-    script = ("import sys; sys.modules['ray'] = None; from xagents.cli import main; "
+    script = ("import sys; sys.modules['ray'] = None; from xagents.app.cli import main; "
               "main(['train', 'ppo', '--env', 'CartPole-v1', '--workers', '2', '--max-steps', '100'])")
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2

@@ -113,7 +113,7 @@ def test_an_env_that_fails_in_reset_or_under_async_envs_is_one_line(faulty_envs,
                                    'RuntimeError: no simulator licence found\n')
     # In subprocesses (--async-envs): the worker's error comes back as one line too, without its own report.
     result = subprocess.run(
-        [sys.executable, '-m', 'xagents.cli', 'train', 'ppo', '--env', 'faulty_envs:Faulty-v0', '--env-kwargs',
+        [sys.executable, '-m', 'xagents.app.cli', 'train', 'ppo', '--env', 'faulty_envs:Faulty-v0', '--env-kwargs',
          'fault=raise', 'at=300', '--n-envs', '2', '--async-envs', '--max-steps', '2000', '--quiet',
          '--reward-buffer-size', '5', '--checkpoints', 'a.tf'],
         capture_output=True, text=True, timeout=300, cwd=faulty_envs,
@@ -149,7 +149,7 @@ def test_losses_that_turn_non_finite_stop_the_run_and_no_file_takes_the_diverged
 
 
 def test_env_kwargs_take_true_false_and_none_as_a_command_line_means_them():
-    from xagents.utils.cli import key_value
+    from xagents.app.flags import key_value
 
     assert key_value('continuous=false') == ('continuous', False)
     assert key_value('continuous=True') == ('continuous', True)

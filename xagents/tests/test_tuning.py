@@ -15,7 +15,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from xagents.cli import tune_parser
+from xagents.app.cli import tune_parser
 from xagents.registry import AGENTS, agent_class
 from xagents.utils import tuning
 
@@ -291,7 +291,7 @@ def test_a_search_in_which_no_trial_completes_exits_with_status_1(workdir, xagen
 
 def test_a_python_script_shows_the_trial_lines_and_the_best(workdir):
     script = ("from xagents import PPO\n"
-              "from xagents.utils.tuning import tune\n"
+              "from xagents.app.tuning import tune\n"
               "tune(PPO, 'CartPole-v1', {'lr': (1e-4, 1e-2)}, n_trials=1, trial_steps=500, n_reports=1)\n")
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

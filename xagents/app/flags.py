@@ -15,7 +15,7 @@ import sys
 from typing import Any, Callable, Iterable
 
 from xagents.utils.names import suggestion
-from xagents.utils.signatures import StaticFunction
+from xagents.app.signatures import StaticFunction
 from xagents.utils.validation import RENAMED
 
 # Parameters that take Python objects (envs, callbacks) have no flag.
@@ -120,7 +120,7 @@ def docstring_args(function: Callable | StaticFunction) -> dict[str, str]:
 
 def flags_of(functions: Iterable[Callable | StaticFunction], skip: Iterable[str] = ()) -> list[Flag]:
     """Flags for the keyword parameters of ``functions`` (imported, or read from source by
-    :mod:`xagents.utils.signatures`); the first function naming one wins."""
+    :mod:`xagents.app.signatures`); the first function naming one wins."""
     flags: dict[str, Flag] = {}
     skipped = SKIPPED | set(skip)
     functions = list(functions)
@@ -213,13 +213,3 @@ def add_search_flag(group, flag: Flag, tag: str | None = None) -> None:
     tagged = f' [{tag}]' if tag else ''
     group.add_argument(flag.option, dest=flag.name, nargs='+', metavar=metavar, default=argparse.SUPPRESS,
                        help=flag.help + tagged + shown)
-
-
-# How ``xagents tune`` searches parameters shared by many agents; each agent's ``cli.py`` adds its
-# own. 'log': a MIN MAX range is searched log-uniformly (rates, coefficients, sizes); 'uniform':
-# uniformly; 'categorical': choices only. Parameters not listed take one fixed value in a search.
-COMMON_TUNABLE = {'lr': 'log', 'n_envs': 'log', 'gamma': 'uniform'}
-ON_POLICY_TUNABLE = {**COMMON_TUNABLE, 'n_steps': 'log', 'lam': 'uniform'}
-LOSS_COEFFICIENTS_TUNABLE = {'entropy_coef': 'log', 'value_loss_coef': 'log', 'grad_norm': 'log'}
-OFF_POLICY_TUNABLE = {**COMMON_TUNABLE, 'return_steps': 'log', 'tau': 'log', 'buffer_batch_size': 'log', 'buffer_initial_size': 'log',
-                      'update_every': 'log', 'gradient_steps': 'log'}

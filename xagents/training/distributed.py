@@ -25,12 +25,10 @@ import numpy as np
 from xagents.utils.extras import require
 
 if TYPE_CHECKING:
-    from xagents.base import BaseAgent
+    from xagents.agent.base import BaseAgent
 
 logger = logging.getLogger('xagents')
 RESTART_TRIES = 30  # consecutive failed calls to one worker (about a minute) before the run gives up
-# Settings of the learner that a worker does not take: it keeps no files, logs nothing, starts no workers.
-LEARNER_ONLY = ('checkpoints', 'history_checkpoint', 'quiet', 'workers', 'ray_address')
 
 
 class WorkerError(RuntimeError):
@@ -92,7 +90,7 @@ class Worker:
             self.env_seed = int(np.random.SeedSequence([seed, first_step, index]).generate_state(1)[0])
         else:
             self.env_seed = seed + index * n_envs
-        self.agent = agent_class(create_envs(**env_settings, seed=self.env_seed), **hyperparameters, quiet=True)
+        self.agent = agent_class(create_envs(**env_settings, seed=self.env_seed), **hyperparameters)
         self.agent.become_worker(index, count, first_step)
 
     def pid(self) -> int:
@@ -246,15 +244,14 @@ class WorkerPool:
 
 def worker_arguments(agent: BaseAgent) -> tuple[dict, dict]:
     """What a worker of ``agent`` is built from: its envs' settings and the agent's hyperparameters, less the
-    learner's own and with :meth:`~xagents.base.BaseAgent.worker_settings`."""
+    learner's own and with :meth:`~xagents.agent.base.BaseAgent.worker_settings`."""
     from xagents.utils.envs import env_settings
     from xagents.utils.saved import json_values
 
     settings = env_settings(agent.envs)
     if settings is None:
         raise ValueError('workers make their envs from an env id: build the agent with from_env or create_envs')
-    hyperparameters, unsaved = json_values({name: value for name, value in agent.hyperparameters.items()
-                                            if name not in LEARNER_ONLY})
+    hyperparameters, unsaved = json_values(agent.hyperparameters)
     if unsaved:
         raise ValueError(f'workers build their agents from settings that can be sent: give {unsaved[0]} as a '
                          'file (a .cfg), not an object')

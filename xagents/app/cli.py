@@ -11,12 +11,12 @@ import sys
 import warnings
 
 import xagents
-from xagents.distributed import WorkerError
+from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
-from xagents.utils.cli import ArgumentParser, Flag, add_old_names, fail, flags_of
+from xagents.utils.tunable import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import load_tensorflow
 from xagents.utils.presets import read_presets
-from xagents.utils.signatures import static_constructors, static_function
+from xagents.app.signatures import static_constructors, static_function
 
 COMMANDS = {
     'train': 'train an agent on an environment',
@@ -40,7 +40,7 @@ def usage() -> str:
     return '\n'.join(lines)
 
 
-# Flags come from the signatures read from source (xagents.utils.signatures): help and bad flags are
+# Flags come from the signatures read from source (xagents.app.signatures): help and bad flags are
 # answered without loading TensorFlow.
 def env_flags() -> list[Flag]:
     return flags_of([static_function('xagents.utils.envs', 'create_envs')], skip={'seed'})
@@ -48,7 +48,7 @@ def env_flags() -> list[Flag]:
 
 def base_flags(*methods: str, skip: set[str] | frozenset = frozenset()) -> list[Flag]:
     """Flags of ``BaseAgent``'s ``methods`` (``__init__``, ``fit``...), in order."""
-    return flags_of([static_function('xagents.base', f'BaseAgent.{method}') for method in methods], skip=skip)
+    return flags_of([static_function('xagents.agent.base', f'BaseAgent.{method}') for method in methods], skip=skip)
 
 
 def training_flags() -> list[Flag]:
@@ -157,7 +157,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         if command == 'export' and 'path' not in run_args:
             fail(f'xagents export {agent}: error: --path is required')
         args['n_envs'] = 1
-    quiet = args.get('quiet', False)
+    quiet = run_args.get('quiet', args.get('quiet', False))
     configure_logging(quiet)
     prog, instance = f'xagents {command} {agent}', None
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated run stops as on Ctrl-C
@@ -188,9 +188,9 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     except KeyboardInterrupt:
         if instance is None or not instance.training_started:
             fail(f'{prog}: interrupted', 130)
-        fail(f'{prog}: interrupted at step {instance.steps}{kept_files(instance, "saved")}', 130)
+        fail(f'{prog}: interrupted at step {instance.steps}{kept_files(instance, run_args, "saved")}', 130)
     except (EnvError, NonFiniteError) as error:  # the world failed mid-run: what was written before stays
-        fail(f'{prog}: error: {error}' + (kept_files(instance) if instance is not None else ''), 1)
+        fail(f'{prog}: error: {error}{kept_files(instance, run_args)}', 1)
     except (ValueError, OSError, ImportError, gym.error.Error) as error:
         if instance is None or not instance.training_started:
             fail(f'{prog}: error: {error}')
@@ -241,7 +241,7 @@ def tune_parser(agent: str | None) -> ArgumentParser:
     """Flags of ``xagents tune [agent]``: search options from ``tune``'s signature, then the
     agent's tunable flags (tagged with how each is searched) and its other flags (one value)."""
     from xagents.utils import tuning
-    from xagents.utils.cli import add_search_flag
+    from xagents.utils.tunable import add_search_flag
 
     parser = ArgumentParser(prog='xagents tune' + (f' {agent}' if agent else ''), add_help=False,
                             description=f'{COMMANDS["tune"]}.',
@@ -272,7 +272,7 @@ def tune_parser(agent: str | None) -> ArgumentParser:
 
 
 def run_tune(argv: list[str]) -> None:
-    """Parse flags and run an Optuna search (``xagents.utils.tuning.tune``)."""
+    """Parse flags and run an Optuna search (``xagents.app.tuning.tune``)."""
     import signal
 
     import optuna
@@ -318,7 +318,7 @@ def run_tune(argv: list[str]) -> None:
 
 
 def run_benchmark_command(argv: list[str]) -> None:
-    """Parse flags and run a benchmark (``xagents.benchmark``): a suite, or agents x envs with one target."""
+    """Parse flags and run a benchmark (``xagents.app.benchmark``): a suite, or agents x envs with one target."""
     from xagents import benchmark
 
     parser = ArgumentParser(prog='xagents benchmark', description=COMMANDS['benchmark'] + '.', allow_abbrev=False)
@@ -392,16 +392,16 @@ def configure_logging(quiet: bool) -> None:
         logging.getLogger(library).setLevel(logging.WARNING)
 
 
-def kept_files(instance, verb: str = 'of the last good point kept') -> str:
+def kept_files(instance, run_args: dict, verb: str = 'of the last good point kept') -> str:
     """What a run that stopped early leaves, as it is on disk: '; weights (w.tf) and history (h.parquet) saved'
     (``verb``), and which asked-for files were not written at all."""
-    if not instance.training_started:
+    if instance is None or not instance.training_started:
         return ''
-    weights = [path for path in instance.checkpoints or () if os.path.exists(path)]
-    history = [path for path in [instance.history_checkpoint] if path and os.path.exists(path)]
-    kept = [f'{name} ({", ".join(paths)})' for name, paths in (('weights', weights), ('history', history)) if paths]
-    missing = [name for name, asked, written in (('weights', instance.checkpoints, weights),
-                                                 ('history', instance.history_checkpoint, history)) if asked and not written]
+    asked = {'weights': list(run_args.get('checkpoints') or ()),
+             'history': [run_args['history_checkpoint']] if run_args.get('history_checkpoint') else []}
+    written = {name: [path for path in paths if os.path.exists(path)] for name, paths in asked.items()}
+    kept = [f'{name} ({", ".join(paths)})' for name, paths in written.items() if paths]
+    missing = [name for name, paths in asked.items() if paths and not written[name]]
     return (f'; {" and ".join(kept)} {verb}' if kept else '') + (f'; no {" or ".join(missing)} written' if missing else '')
 
 

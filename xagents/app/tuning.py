@@ -59,8 +59,9 @@ from optuna.storages import JournalStorage, RDBStorage, fail_stale_trials
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from xagents.utils.checkpoints import NonFiniteError
 from xagents.utils.extras import install_command
-from xagents.utils.cli import Flag, constructors, flags_of
+from xagents.app.flags import Flag, constructors, flags_of
 from xagents.utils.console import console_logging
 from xagents.utils.atomic import check_writable
 from xagents.utils.envs import create_envs, env_spec
@@ -79,7 +80,6 @@ DRIVERS = {'postgresql': (('psycopg2', 'psycopg2'), ('psycopg', 'psycopg')),
            'mysql': (('MySQLdb', 'mysqldb'), ('pymysql', 'pymysql'))}
 SAMPLERS = ('tpe', 'random')
 PRUNERS = ('median', 'halving', 'none')
-NOT_SEARCHED = {'seed', 'checkpoints', 'history_checkpoint', 'quiet', 'log_frequency'}
 HEARTBEAT_INTERVAL = 30  # seconds between heartbeats of a running trial (RDB storages)
 GRACE_PERIOD = 120  # seconds without a heartbeat after which another worker fails the trial
 TARGET_ATTR = 'target_trials'
@@ -95,7 +95,8 @@ def agent_name(agent: type) -> str:
 @functools.lru_cache(maxsize=None)
 def hyperparameter_flags(agent: type) -> dict[str, Flag]:
     """Flags of every constructor and env parameter a search can set, by parameter name."""
-    return {flag.name: flag for flag in flags_of(constructors(agent, object) + [create_envs], skip=NOT_SEARCHED)}
+    # Each trial's seed comes from the study (--seed), not from a search.
+    return {flag.name: flag for flag in flags_of(constructors(agent, object) + [create_envs], skip={'seed'})}
 
 
 @functools.lru_cache(maxsize=None)
@@ -745,15 +746,15 @@ def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, An
     if isinstance(agent, str):  # 'module:Class', as the parent sends it to a trial's process
         module, _, name = agent.partition(':')
         agent = getattr(importlib.import_module(module), name)
-    instance, run = agent.from_env(env_id, quiet=True, **hyperparameters), None
+    instance, run = agent.from_env(env_id, **hyperparameters), None
     try:
         for report in range(1, n_reports + 1):
             step = trial_steps * report // n_reports
             try:
                 if run is None or instance.steps < step:
-                    run = instance.fit(max_steps=step, total=True)
+                    run = instance.fit(max_steps=step, total=True, quiet=True)
             except Exception as error:  # NaN weights surface as errors (e.g. NaN probabilities)
-                if _weights_finite(instance):
+                if _weights_finite(instance) and not isinstance(error, NonFiniteError):
                     raise
                 raise Diverged(f'non-finite weights after {instance.steps} steps ({_one_line(error)})') from None
             bad = [name for name, value in run.metrics.items() if not np.isfinite(float(value))]

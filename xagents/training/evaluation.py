@@ -15,7 +15,7 @@ logger = logging.getLogger('xagents')
 STEP_LIMIT = 100_000  # evaluation steps of an episode in an env that sets no limit of its own
 
 if TYPE_CHECKING:
-    from xagents.base import BaseAgent
+    from xagents.agent.base import BaseAgent
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
