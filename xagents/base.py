@@ -1089,7 +1089,9 @@ class OffPolicy(BaseAgent):
 
     Subclasses build their models (targets through :meth:`build_target`), set ``metric_names``
     (the scalars their ``train_step`` reports), ``target_update_interval`` if not 1, and implement
-    ``explore`` (training actions), ``act`` and ``train_step``.
+    ``explore`` (training actions), ``act``, ``train_step`` and the two terms of its TD error,
+    ``action_values`` and ``next_values`` (with prioritised replay, workers evaluate them to send
+    initial priorities, as Ape-X's actors do).
     """
 
     metric_names: tuple[str, ...] = ()
@@ -1366,6 +1368,14 @@ class OffPolicy(BaseAgent):
         Returns:
             ``(metrics, td_errors)``: a dict with every name of ``metric_names`` and ``(batch,)``.
         """
+        raise NotImplementedError
+
+    def action_values(self, observations, actions):
+        """``(heads, batch)`` Q-values of ``actions`` by each head of the online critic (traced)."""
+        raise NotImplementedError
+
+    def next_values(self, next_observations):
+        """``(batch,)`` values ``V(s')`` the TD target ``rewards + discounts * V(s')`` bootstraps from (traced)."""
         raise NotImplementedError
 
 
