@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.a2c import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.a2c import agent
+    import xagents.a2c.agent as agent
 
     return getattr(agent, name)
 

@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.acer import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.acer import agent
+    import xagents.acer.agent as agent
 
     return getattr(agent, name)
 

@@ -38,7 +38,9 @@ class OffPolicy(BaseAgent):
 
     Subclasses build their models (targets through :meth:`build_target`), set ``metric_names``
     (the scalars their ``train_step`` reports), ``target_update_interval`` if not 1, and implement
-    ``explore`` (training actions), ``act`` and ``train_step``.
+    ``explore`` (training actions), ``act``, ``train_step`` and the two terms of its TD error,
+    ``action_values`` and ``next_values`` (with prioritised replay, workers evaluate them to send
+    initial priorities, as Ape-X's actors do).
     """
 
     metric_names: tuple[str, ...] = ()
@@ -238,10 +240,12 @@ class OffPolicy(BaseAgent):
         self.observations, self.episode_starts = next_observations, terminated | truncated
         return observations, actions, rewards, finals, terminated, truncated
 
-    def collect(self, vector_steps: int) -> tuple[np.ndarray, ...]:
-        """A worker's segment: ``vector_steps`` transitions of every env, stacked ``(vector_steps, n_envs, ...)``."""
+    def collect(self, vector_steps: int) -> tuple[tuple[np.ndarray, ...], np.ndarray | None]:
+        """A worker's segment: ``vector_steps`` transitions of every env, stacked ``(vector_steps, n_envs, ...)``,
+        and with prioritised replay their :meth:`estimates` (else None)."""
         self.start_collection()
-        return tuple(map(np.stack, zip(*(self.explore_step() for _ in range(vector_steps)))))
+        transitions = tuple(map(np.stack, zip(*(self.explore_step() for _ in range(vector_steps)))))
+        return transitions, self.estimates(transitions) if self.prioritized else None
 
     def train_once(self) -> dict[str, float]:
         if self.workers:  # Ape-X: the next segment any worker finishes, update_every env steps
@@ -250,8 +254,12 @@ class OffPolicy(BaseAgent):
             columns = slice(index * per_worker, (index + 1) * per_worker)
             if segment.fresh:  # a new worker, or one restarted with fresh envs: its old episodes end here
                 self.buffer.truncate(columns)
-            for transition in zip(*segment.experience):
-                self.buffer.add(*transition, columns=columns)
+            transitions, values = segment.experience
+            for t, transition in enumerate(zip(*transitions)):
+                if values is None:
+                    self.buffer.add(*transition, columns=columns)
+                else:  # Ape-X: priorities from the worker's estimates, not the running max
+                    self.buffer.add(*transition, columns=columns, values=values[:, t])
             self.take_segments([segment], per_worker)
         else:
             self.start_collection()
@@ -260,6 +268,30 @@ class OffPolicy(BaseAgent):
         if self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after:
             return {}
         return self.update()
+
+    def worker_models(self) -> list[tf.keras.Model]:
+        # With prioritised replay a worker also estimates its transitions' TD errors: it needs every model.
+        return list(self.models.values()) if self.prioritized else super().worker_models()
+
+    def estimates(self, transitions: tuple[np.ndarray, ...]) -> np.ndarray:
+        """What an Ape-X worker (Horgan et al. 2018) sends for the initial priorities of its ``transitions``
+        (``(T, n_envs, ...)`` arrays in :meth:`explore_step`'s order): ``(2, T, n_envs)``, the first critic's
+        ``Q(s, a)`` and the value ``V(s')`` the TD target bootstraps from, under its copy of the learner's
+        networks, in one graph call. The learner's buffer turns them into each n-step window's TD error as it
+        computes the window's return, when the window is complete: the last n - 1 transitions of a segment
+        complete theirs in the next one, so they take ``V(s')`` from the next segment's networks, one update on."""
+        observations, actions, _, next_observations = transitions[:4]
+        shape = actions.shape[:2]
+        flat = [np.reshape(array, (-1, *np.shape(array)[2:])) for array in (observations, actions, next_observations)]
+        values = self.compiled_estimates(self.normalized(flat[0]), flat[1].astype(self.buffer.action_space.dtype),
+                                         self.normalized(flat[2]))
+        return values.numpy().reshape(2, *shape)
+
+    @functools.cached_property
+    def compiled_estimates(self):
+        """``(Q(s, a), V(s'))`` of a batch as one graph (see :meth:`estimates`)."""
+        return tf.function(lambda observations, actions, next_observations: tf.stack([
+            self.action_values(observations, actions)[0], self.next_values(next_observations)]))
 
     def worker_settings(self) -> dict:
         size = self.envs.num_envs * (self.return_steps + 8)  # a small buffer: workers only act
@@ -324,6 +356,14 @@ class OffPolicy(BaseAgent):
         Returns:
             ``(metrics, td_errors)``: a dict with every name of ``metric_names`` and ``(batch,)``.
         """
+        raise NotImplementedError
+
+    def action_values(self, observations, actions):
+        """``(heads, batch)`` Q-values of ``actions`` by each head of the online critic (traced)."""
+        raise NotImplementedError
+
+    def next_values(self, next_observations):
+        """``(batch,)`` values ``V(s')`` the TD target ``rewards + discounts * V(s')`` bootstraps from (traced)."""
         raise NotImplementedError
 
 

@@ -21,18 +21,21 @@ class WorkerSide:
         """A number that changes whenever the weights do."""
         return self._weights_version
 
+    def worker_models(self) -> list:
+        """The models whose weights workers receive: those the agent acts with."""
+        return [model for forward in self.forwards for model in forward.models]
+
     def acting_weights(self) -> list[np.ndarray]:
-        """The weights of every model the agent acts with, in order (what workers receive)."""
-        return [weight for forward in self.forwards for model in forward.models for weight in model.get_weights()]
+        """The weights of :meth:`worker_models`, in order (what workers receive)."""
+        return [weight for model in self.worker_models() for weight in model.get_weights()]
 
     def set_acting_weights(self, weights: list[np.ndarray]) -> None:
         """Take weights from :meth:`acting_weights` of an agent built alike."""
         offset = 0
-        for forward in self.forwards:
-            for model in forward.models:
-                count = len(model.weights)
-                model.set_weights(weights[offset:offset + count])
-                offset += count
+        for model in self.worker_models():
+            count = len(model.weights)
+            model.set_weights(weights[offset:offset + count])
+            offset += count
         self.on_weights_changed()
 
     def worker_settings(self) -> dict:

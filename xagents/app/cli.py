@@ -13,7 +13,7 @@ import warnings
 import xagents
 from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
-from xagents.utils.tunable import ArgumentParser, Flag, add_old_names, fail, flags_of
+from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import load_tensorflow
 from xagents.utils.presets import read_presets
 from xagents.app.signatures import static_constructors, static_function
@@ -241,7 +241,7 @@ def tune_parser(agent: str | None) -> ArgumentParser:
     """Flags of ``xagents tune [agent]``: search options from ``tune``'s signature, then the
     agent's tunable flags (tagged with how each is searched) and its other flags (one value)."""
     from xagents.utils import tuning
-    from xagents.utils.tunable import add_search_flag
+    from xagents.app.flags import add_search_flag
 
     parser = ArgumentParser(prog='xagents tune' + (f' {agent}' if agent else ''), add_help=False,
                             description=f'{COMMANDS["tune"]}.',
@@ -451,6 +451,3 @@ def run_command(argv: list[str]) -> None:
         return
     run_agent(command, agent, rest)
 
-
-if __name__ == '__main__':
-    main()

@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.ddpg import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.ddpg import agent
+    import xagents.ddpg.agent as agent
 
     return getattr(agent, name)
 

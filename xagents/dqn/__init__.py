@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.dqn import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.dqn import agent
+    import xagents.dqn.agent as agent
 
     return getattr(agent, name)
 

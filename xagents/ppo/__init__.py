@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.ppo import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.ppo import agent
+    import xagents.ppo.agent as agent
 
     return getattr(agent, name)
 

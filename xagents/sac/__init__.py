@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.sac import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.sac import agent
+    import xagents.sac.agent as agent
 
     return getattr(agent, name)
 

@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.td3 import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.td3 import agent
+    import xagents.td3.agent as agent
 
     return getattr(agent, name)
 

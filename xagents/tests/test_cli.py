@@ -314,7 +314,7 @@ def test_an_atari_run_prints_neither_leak_reports_nor_the_ale_banner(workdir):
     """The command line loads ale-py before TensorFlow; frozen with TensorFlow's objects, ale-py's extension
     (nanobind) printed 'leaked 16 instances!' and more at every Atari run's exit. ALE's banner ('A.L.E: Arcade
     Learning Environment ...') printed once per env process, in the middle of progress output."""
-    result = subprocess.run([sys.executable, '-m', 'xagents.app.cli', 'train', 'ppo', '--env', 'PongNoFrameskip-v4',
+    result = subprocess.run([sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', 'PongNoFrameskip-v4',
                              '--n-envs', '2', '--max-steps', '256'], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert 'Maximum steps (256) reached' in result.stdout + result.stderr and 'leaked' not in result.stderr
@@ -327,7 +327,7 @@ def test_exporting_an_atari_policy_prints_no_leak_report(workdir):
                            "PPO.from_env('PongNoFrameskip-v4', n_envs=2, quiet=True).save('saved')"],
                           capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
-    result = subprocess.run([sys.executable, '-m', 'xagents.app.cli', 'export', 'ppo', '--env', 'PongNoFrameskip-v4',
+    result = subprocess.run([sys.executable, '-m', 'xagents', 'export', 'ppo', '--env', 'PongNoFrameskip-v4',
                              '--weights', 'saved', '--path', 'pong.onnx'], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and 'Policy written to pong.onnx' in result.stdout, result.stderr
     assert 'leaked' not in result.stderr

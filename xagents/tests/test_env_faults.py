@@ -113,7 +113,7 @@ def test_an_env_that_fails_in_reset_or_under_async_envs_is_one_line(faulty_envs,
                                    'RuntimeError: no simulator licence found\n')
     # In subprocesses (--async-envs): the worker's error comes back as one line too, without its own report.
     result = subprocess.run(
-        [sys.executable, '-m', 'xagents.app.cli', 'train', 'ppo', '--env', 'faulty_envs:Faulty-v0', '--env-kwargs',
+        [sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', 'faulty_envs:Faulty-v0', '--env-kwargs',
          'fault=raise', 'at=300', '--n-envs', '2', '--async-envs', '--max-steps', '2000', '--quiet',
          '--reward-buffer-size', '5', '--checkpoints', 'a.tf'],
         capture_output=True, text=True, timeout=300, cwd=faulty_envs,

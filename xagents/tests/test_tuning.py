@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from xagents.app.cli import tune_parser
 from xagents.registry import AGENTS, agent_class
-from xagents.utils import tuning
+from xagents.app import tuning
 
 TINY = ['--env', 'CartPole-v1', '--trial-steps', '2000', '--n-reports', '2']
 POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',

@@ -7,7 +7,10 @@ segment; the learner joins the segments along the env axis, so a round means wha
 https://arxiv.org/abs/1803.00933): every worker acts on its own, with its own exploration and the
 learner's weights of when it started the segment, and streams segments of ``update_every`` env steps into
 the learner's replay buffer, one update per segment; a worker starts its next segment as soon as the learner
-takes one, so it acts one update behind while the learner updates. A worker that dies is restarted by Ray with fresh envs; the
+takes one, so it acts one update behind while the learner updates. With prioritised replay a worker also
+sends what its transitions' TD errors are made of (it receives every network of the learner, not only
+the policy), and each transition enters the buffer at the priority of its n-step TD error rather than at the
+running maximum, as Ape-X's actors compute them. A worker that dies is restarted by Ray with fresh envs; the
 learner logs it and asks the new worker for the lost segment.
 
 Ray is optional (the ``distributed`` extra) and imported only when workers are asked for.

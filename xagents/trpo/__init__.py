@@ -3,7 +3,7 @@
 
 def __getattr__(name: str):
     """``from xagents.trpo import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
-    from xagents.trpo import agent
+    import xagents.trpo.agent as agent
 
     return getattr(agent, name)
 
