@@ -189,7 +189,7 @@ class BaseAgent(EnvStepping, WorkerSide):
         ``kwargs`` (``quiet``, ``checkpoints``...: parameters of ``fit``) become fit's defaults for the agent."""
         kwargs = cls.with_new_names(kwargs)  # an explicit old name still wins over a tuned default
         presets = cls.default_hyperparameters(env_id)
-        unknown = sorted(set(presets) - cls.parameter_names())
+        unknown = sorted(set(presets) - cls.parameter_names() - set(inspect.signature(BaseAgent.fit).parameters))
         if unknown:
             raise ValueError(f'{cls.__name__}\'s hyperparameters.json sets {unknown[0]!r} for {env_id}, '
                              f'which is none of its parameters')
@@ -257,9 +257,12 @@ class BaseAgent(EnvStepping, WorkerSide):
         """What this agent's files were made by: the agent, the env id (if known) and its spaces."""
         return persistence.identity_of(type(self).__name__, self.envs)
 
-    def save_models(self, paths: Sequence[str]) -> None:
+    def save_models(self, paths: Sequence[str] | None = None) -> None:
         """Save every model (with its optimizer, the step counter and the run's identity) to ``paths``, one per
-        model role (what ``fit(checkpoints=...)`` writes)."""
+        model role (what ``fit(checkpoints=...)`` writes); default: the checkpoints of the agent's fits."""
+        paths = paths or self.run_defaults.get('checkpoints')
+        if not paths:
+            raise ValueError(f'expected checkpoint paths, one per model ({", ".join(self.model_roles)}), got none')
         persistence.save_models(self, paths)
 
     def load_weights(self, weights: Sequence[str]) -> None:

@@ -392,11 +392,7 @@ def test_normalisation_statistics_learn_while_collecting_and_stay_frozen_outside
 
 
 def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(trained_ppo, workdir):
-    trained_ppo.checkpoints = ['w.tf']
-    try:
-        trained_ppo.save_models()
-    finally:
-        trained_ppo.checkpoints = None
+    trained_ppo.save_models(['w.tf'])
     plain = PPO.from_env('CartPole-v1', quiet=True)
     with pytest.raises(ValueError, match=r'the model weights were trained with observation normalisation: build the '
                                          r'agent with normalize_observations \(--normalize-observations\)'):
@@ -404,11 +400,7 @@ def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(t
 
 
 def test_the_command_line_plays_and_exports_weights_trained_with_normalisation(trained_ppo, workdir, xagents_cli):
-    trained_ppo.checkpoints = ['w.tf']
-    try:
-        trained_ppo.save_models()
-    finally:
-        trained_ppo.checkpoints = None
+    trained_ppo.save_models(['w.tf'])
     status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--max-steps', '20')
     assert status == 0 and 'Episode reward' in out, err
     status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--path', 'p.onnx',

@@ -201,8 +201,8 @@ class Plateau(Callback):
     """After ``start_steps``, multiply the learning rate by ``factor`` when the best mean reward has not
     risen for ``patience`` progress lines in a row; stop after ``stop_patience`` such cuts in a row.
 
-    One clock, progress lines: at each, the best mean reward either rose since the previous line
-    (the counts restart) or did not (one more line on the plateau).
+    One clock, progress lines once a full window of episodes has finished: at each, the best mean reward
+    either rose since the previous line (the counts restart) or did not (one more line on the plateau).
     """
 
     def __init__(self, start_steps: int, factor: float, patience: int, stop_patience: int) -> None:
@@ -215,8 +215,8 @@ class Plateau(Callback):
 
     def on_progress(self, run: Run) -> None:
         improved, self.best = run.best_reward > self.best, run.best_reward
-        if run.steps < self.start_steps or self.cuts >= self.stop_patience:
-            return
+        if run.steps < self.start_steps or self.cuts >= self.stop_patience or not run.window_full:
+            return  # (no best before a full window of episodes: nothing to judge a plateau by)
         if improved:
             self.lines = self.cuts = 0
             return
