@@ -1,8 +1,9 @@
 """xagents tune: search spaces of every agent, the embedded study and its resume, pruning,
-bad input, and two workers sharing one PostgreSQL study."""
+bad input, storages that are not a study's, and two workers sharing one PostgreSQL study."""
 import os
 import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from xagents.registry import AGENTS, agent_class
 from xagents.utils import tuning
 
 TINY = ['--env', 'CartPole-v1', '--trial-steps', '2000', '--n-reports', '2']
+ONE_SHORT_TRIAL = ['--env', 'CartPole-v1', '--trial-steps', '500', '--n-reports', '1', '--n-trials', '1']
 POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',
                               'postgresql://xagents:tune-secret@127.0.0.1:5432/xagents_tests')
 
@@ -219,6 +221,52 @@ def test_bad_input_is_one_line_status_2_and_leaves_the_study_untouched(existing_
     assert err.count('\n') == 1 and err.startswith('xagents tune ppo: error: '), err
     assert message in err
     assert 'hunter2' not in err
+    assert existing_study.read_bytes() == before
+
+
+def test_a_sqlite_file_of_another_application_is_refused_before_anything_is_written(workdir, xagents_cli):
+    with sqlite3.connect('app.db') as connection:
+        connection.execute('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)')
+        connection.execute("INSERT INTO users VALUES (1, 'ada')")
+    connection.close()
+    before = (workdir / 'app.db').read_bytes()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2',
+                                 '--storage', 'sqlite:///app.db')
+    assert (status, err) == (2, 'xagents tune ppo: error: expected an Optuna database at sqlite:///app.db, got a '
+                                'SQLite file with other tables (users): give a new file, e.g. sqlite:///app-optuna.db\n')
+    assert (workdir / 'app.db').read_bytes() == before
+    assert os.listdir(workdir) == ['app.db']  # no journal or lock file beside it either
+
+
+def test_an_empty_sqlite_file_becomes_an_optuna_study(workdir, xagents_cli):
+    (workdir / 'study.db').touch()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2',
+                                 '--storage', 'sqlite:///study.db')
+    assert status == 0, err
+    tuning.check_sqlite('sqlite:///study.db', 'study.db')  # the Optuna-made file passes its own check
+    study = optuna.load_study(study_name='ppo-CartPole-v1', storage='sqlite:///study.db')
+    assert [trial.state for trial in study.trials] == [TrialState.COMPLETE]
+
+
+def test_a_journal_path_that_is_a_directory_is_one_line(workdir, xagents_cli):
+    (workdir / 'ppo-CartPole-v1.journal.log').mkdir()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2')
+    assert (status, err) == (2, f'xagents tune ppo: error: cannot use {workdir}/ppo-CartPole-v1.journal.log as the '
+                                'study journal: Is a directory (move it, or choose another --study)\n')
+    assert os.listdir(workdir / 'ppo-CartPole-v1.journal.log') == []
+
+
+@pytest.mark.parametrize('damage', [b'\0' * 40, b'[1, 2]', b'{"op_code": 5, "worker_id": "x", "tri'],
+                         ids=['zeroed', 'json-but-no-record', 'cut-short'])
+def test_a_journal_damaged_before_its_last_line_is_refused_and_left_as_it_is(existing_study, xagents_cli, damage):
+    lines = existing_study.read_bytes().splitlines(keepends=True)
+    lines[2] = damage + b'\n'
+    existing_study.write_bytes(b''.join(lines) + b'{"op_code": 5, "wor')  # and a last record torn by a kill
+    before = existing_study.read_bytes()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2', '--grad-norm', '0.7')
+    assert (status, err) == (2, f'xagents tune ppo: error: expected an Optuna journal in {existing_study}, got a '
+                                'damaged record at line 3: restore the file from a copy, or choose another --study '
+                                '(the file was left as it is)\n')
     assert existing_study.read_bytes() == before
 
 

@@ -9,6 +9,9 @@ Storage: with no URL the study lives in ``<study>.journal.log`` in the working d
 (Optuna's journal file, safe for several local processes, readable by ``optuna-dashboard``);
 with a ``postgresql://`` or ``mysql://`` URL every machine running the same command joins one
 study (Optuna's distributed mode), with heartbeats so that a dead worker's trial is failed.
+What exists is checked before anything is written: a SQLite file holding another application's
+tables, a journal path that is no file, a journal damaged before its last line, or a study resumed
+with another agent, env, budget or searched range is refused, left as it is.
 
 Isolation: every trial trains in a fresh Python process, because TensorFlow keeps the memory of
 models built in a process (tensorflow issue 62854). The child only trains and writes one JSON
@@ -29,6 +32,7 @@ ends, so two workers finishing together would both start one more.)
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -42,20 +46,24 @@ import select
 import shlex
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import optuna
+import sqlalchemy
 from optuna.distributions import (BaseDistribution, CategoricalDistribution, FloatDistribution,
                                   IntDistribution, check_distribution_compatibility)
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import JournalStorage, RDBStorage, fail_stale_trials
+from optuna.storages._rdb.models import BaseModel as OptunaTables
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
@@ -83,6 +91,8 @@ NOT_SEARCHED = {'seed', 'checkpoints', 'history_checkpoint', 'quiet', 'log_frequ
 HEARTBEAT_INTERVAL = 30  # seconds between heartbeats of a running trial (RDB storages)
 GRACE_PERIOD = 120  # seconds without a heartbeat after which another worker fails the trial
 TARGET_ATTR = 'target_trials'
+# the tables an Optuna SQL storage holds: its models' and the version stamp of its migrations (alembic)
+OPTUNA_TABLES = frozenset(OptunaTables.metadata.tables) | {'alembic_version'}
 _BOOLS = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0': False}
 
 
@@ -248,8 +258,7 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
     default, else the database at ``url`` (reached within 10 s, or a ValueError)."""
     if url is None:
         path = os.path.abspath(re.sub(r'[^\w.-]', '_', study) + '.journal.log')
-        repair_journal(path)
-        return JournalStorage(JournalFileBackend(path)), path
+        return open_journal(path), path
     shown = mask_url(url)
     backend = url.split('://', 1)[0].split('+', 1)[0] if '://' in url else ''
     if backend not in ('postgresql', 'mysql', 'sqlite'):
@@ -265,6 +274,8 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
             raise ValueError(f'a {backend} storage needs a database driver: {install_command(extra)}')
         if installed:
             url = url.replace('://', f'+{installed[0]}://', 1)
+    if backend == 'sqlite':
+        check_sqlite(url, shown)
     password = re.match(r'[^:]*://[^/@:]*:(.*)@', url)
     try:
         with warnings.catch_warnings():
@@ -277,6 +288,57 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
             message = message.replace(password.group(1), '***')
         raise ValueError(f'cannot open storage {shown}: {message}') from None
     return storage, shown
+
+
+def open_journal(path: str) -> JournalStorage:
+    """The journal storage in ``path``, created if missing; a torn last record is dropped.
+
+    Raises:
+        ValueError: ``path`` cannot be read or written (a directory, no permission), or Optuna cannot
+            replay it (a damaged record before the last line); the file is left as it is.
+    """
+    try:
+        storage = JournalStorage(JournalFileBackend(path))  # replays the whole file, tolerating a torn last line
+        repair_journal(path)
+    except OSError as error:
+        raise ValueError(f'cannot use {path} as the study journal: {error.strerror} '
+                         '(move it, or choose another --study)') from None
+    except Exception as error:  # JSON or replay errors of a record that is not Optuna's
+        raise ValueError(f'expected an Optuna journal in {path}, got {_damage(path, error)}: restore the file '
+                         'from a copy, or choose another --study (the file was left as it is)') from None
+    return storage
+
+
+def _damage(path: str, error: Exception) -> str:
+    """Where a journal Optuna cannot replay is damaged: its first complete line that is no record."""
+    with open(path, 'rb') as file:
+        for number, line in enumerate(file, 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if line.endswith(b'\n') and not (isinstance(record, dict) and 'op_code' in record):
+                return f'a damaged record at line {number}'
+    return f'a record Optuna cannot replay ({_one_line(error)})'
+
+
+def check_sqlite(url: str, shown: str) -> None:
+    """Refuse a SQLite file that holds tables other than Optuna's: another application's database,
+    to which Optuna would add its own. The file is only read; a new, empty or Optuna-made one passes."""
+    path = sqlalchemy.engine.make_url(url).database
+    if not path or path == ':memory:' or not os.path.exists(path):
+        return
+    try:
+        uri = f'file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro'
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+            tables = {name for name, in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as error:
+        raise ValueError(f'cannot open storage {shown}: {error}') from None
+    others = sorted(name for name in tables - OPTUNA_TABLES if not name.startswith('sqlite_'))
+    if others:
+        listed = ', '.join(others[:3]) + (', ...' if len(others) > 3 else '')
+        raise ValueError(f'expected an Optuna database at {shown}, got a SQLite file with other tables ({listed}): '
+                         f'give a new file, e.g. sqlite:///{os.path.splitext(path)[0]}-optuna.db')
 
 
 def repair_journal(path: str) -> None:
