@@ -11,7 +11,7 @@ with a ``postgresql://`` or ``mysql://`` URL every machine running the same comm
 study (Optuna's distributed mode), with heartbeats so that a dead worker's trial is failed.
 What exists is checked before anything is written: a SQLite file holding another application's
 tables, a journal path that is no file, a journal damaged before its last line, or a study resumed
-with another agent, env, budget or searched range is refused, left as it is.
+with other settings (agent, env, budgets, searched ranges, fixed values) is refused, left as it is.
 
 Isolation: every trial trains in a fresh Python process, because TensorFlow keeps the memory of
 models built in a process (tensorflow issue 62854). The child only trains and writes one JSON
@@ -367,8 +367,9 @@ def repair_journal(path: str) -> None:
 def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
                sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner,
                scoring: Mapping[str, int] | None = None) -> optuna.Study:
-    """Load the study (checking it searches the same agent, env and distributions, and scores trials
-    as ``scoring`` says: ``trial_steps``, ``eval_episodes``) or create it.
+    """Load the study (checking it searches the same agent, env and distributions, fixes the other
+    hyperparameters to the same values, and scores trials as ``scoring`` says: ``trial_steps``,
+    ``eval_episodes``) or create it.
 
     Nothing is written to an existing study unless every check passes.
     """
@@ -399,6 +400,17 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
             except ValueError:
                 raise ValueError(f'study {name!r} searched {flags[parameter].option} as {_describe(searched[parameter])}, '
                                  f'got {_describe(distribution)}: keep it, or choose another --study') from None
+    if 'fixed' in attrs:  # a value given equal to its default is the same setting as no flag
+        defaults = {**{parameter: flag.default for parameter, flag in flags.items()},
+                    **agent.default_hyperparameters(env_id)}
+        for parameter in sorted(set(attrs['fixed']) | set(space.fixed)):
+            before = _setting(flags[parameter], attrs['fixed'], searched, defaults.get(parameter))
+            now = _setting(flags[parameter], space.fixed, space.distributions, defaults.get(parameter))
+            if before[0] != now[0]:
+                raise ValueError(f'study {name!r} trained its trials with {before[1]}, got {now[1]}: '
+                                 'resume it with the same flags, or choose another --study')
+    else:
+        study.set_user_attr('fixed', space.fixed)
     if 'agent' not in attrs:
         study.set_user_attr('agent', agent_id)
         study.set_user_attr('env', env_id)
@@ -406,6 +418,17 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
         if setting not in attrs:
             study.set_user_attr(setting, value)
     return study
+
+
+def _setting(flag: Flag, fixed: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
+             default: Any) -> tuple[Any, str]:
+    """How a study or a search sets ``flag`` (searched, given, or left to its default): the value or
+    distribution, and how to show it."""
+    if flag.name in distributions:
+        return distributions[flag.name], f'{flag.option} searched as {_describe(distributions[flag.name])}'
+    if flag.name in fixed:
+        return fixed[flag.name], shlex.join(_flag_words(flag.option, fixed[flag.name]))
+    return default, f'no {flag.option} (its default: {default})'
 
 
 def _describe(distribution: BaseDistribution) -> str:
@@ -703,15 +726,17 @@ def train_command(agent: type, env_id: str, hyperparameters: Mapping[str, Any], 
     flags = hyperparameter_flags(agent)
     words = ['xagents', 'train', agent_name(agent), '--env', env_id]
     for name, value in hyperparameters.items():
-        option = flags[name].option
-        if isinstance(value, bool):
-            words.append(option if value else '--no-' + option[2:])
-        else:
-            words += [option, repr(value) if isinstance(value, float) else str(value)]
+        words += _flag_words(flags[name].option, value)
     words += ['--seed', str(seed), '--max-steps', str(trial_steps)]
     if eval_episodes:
         words += ['--eval-frequency', str(trial_steps // n_reports), '--eval-episodes', str(eval_episodes)]
     return shlex.join(words)
+
+
+def _flag_words(option: str, value: Any) -> list[str]:
+    if isinstance(value, bool):
+        return [option if value else '--no-' + option[2:]]
+    return [option, repr(value) if isinstance(value, float) else str(value)]
 
 
 def log_summary(study: optuna.Study) -> None:
