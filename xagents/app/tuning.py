@@ -9,6 +9,9 @@ Storage: with no URL the study lives in ``<study>.journal.log`` in the working d
 (Optuna's journal file, safe for several local processes, readable by ``optuna-dashboard``);
 with a ``postgresql://`` or ``mysql://`` URL every machine running the same command joins one
 study (Optuna's distributed mode), with heartbeats so that a dead worker's trial is failed.
+What exists is checked before anything is written: a SQLite file holding another application's
+tables, a journal path that is no file, a journal damaged before its last line, or a study resumed
+with other settings (agent, env, budgets, searched ranges, fixed values) is refused, left as it is.
 
 Isolation: every trial trains in a fresh Python process, because TensorFlow keeps the memory of
 models built in a process (tensorflow issue 62854). The child only trains and writes one JSON
@@ -29,6 +32,7 @@ ends, so two workers finishing together would both start one more.)
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -42,20 +46,24 @@ import select
 import shlex
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import optuna
+import sqlalchemy
 from optuna.distributions import (BaseDistribution, CategoricalDistribution, FloatDistribution,
                                   IntDistribution, check_distribution_compatibility)
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import JournalStorage, RDBStorage, fail_stale_trials
+from optuna.storages._rdb.models import BaseModel as OptunaTables
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
@@ -83,6 +91,8 @@ PRUNERS = ('median', 'halving', 'none')
 HEARTBEAT_INTERVAL = 30  # seconds between heartbeats of a running trial (RDB storages)
 GRACE_PERIOD = 120  # seconds without a heartbeat after which another worker fails the trial
 TARGET_ATTR = 'target_trials'
+# the tables an Optuna SQL storage holds: its models' and the version stamp of its migrations (alembic)
+OPTUNA_TABLES = frozenset(OptunaTables.metadata.tables) | {'alembic_version'}
 _BOOLS = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0': False}
 
 
@@ -249,8 +259,7 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
     default, else the database at ``url`` (reached within 10 s, or a ValueError)."""
     if url is None:
         path = os.path.abspath(re.sub(r'[^\w.-]', '_', study) + '.journal.log')
-        repair_journal(path)
-        return JournalStorage(JournalFileBackend(path)), path
+        return open_journal(path), path
     shown = mask_url(url)
     backend = url.split('://', 1)[0].split('+', 1)[0] if '://' in url else ''
     if backend not in ('postgresql', 'mysql', 'sqlite'):
@@ -266,6 +275,8 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
             raise ValueError(f'a {backend} storage needs a database driver: {install_command(extra)}')
         if installed:
             url = url.replace('://', f'+{installed[0]}://', 1)
+    if backend == 'sqlite':
+        check_sqlite(url, shown)
     password = re.match(r'[^:]*://[^/@:]*:(.*)@', url)
     try:
         with warnings.catch_warnings():
@@ -278,6 +289,57 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
             message = message.replace(password.group(1), '***')
         raise ValueError(f'cannot open storage {shown}: {message}') from None
     return storage, shown
+
+
+def open_journal(path: str) -> JournalStorage:
+    """The journal storage in ``path``, created if missing; a torn last record is dropped.
+
+    Raises:
+        ValueError: ``path`` cannot be read or written (a directory, no permission), or Optuna cannot
+            replay it (a damaged record before the last line); the file is left as it is.
+    """
+    try:
+        storage = JournalStorage(JournalFileBackend(path))  # replays the whole file, tolerating a torn last line
+        repair_journal(path)
+    except OSError as error:
+        raise ValueError(f'cannot use {path} as the study journal: {error.strerror} '
+                         '(move it, or choose another --study)') from None
+    except Exception as error:  # JSON or replay errors of a record that is not Optuna's
+        raise ValueError(f'expected an Optuna journal in {path}, got {_damage(path, error)}: restore the file '
+                         'from a copy, or choose another --study (the file was left as it is)') from None
+    return storage
+
+
+def _damage(path: str, error: Exception) -> str:
+    """Where a journal Optuna cannot replay is damaged: its first complete line that is no record."""
+    with open(path, 'rb') as file:
+        for number, line in enumerate(file, 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if line.endswith(b'\n') and not (isinstance(record, dict) and 'op_code' in record):
+                return f'a damaged record at line {number}'
+    return f'a record Optuna cannot replay ({_one_line(error)})'
+
+
+def check_sqlite(url: str, shown: str) -> None:
+    """Refuse a SQLite file that holds tables other than Optuna's: another application's database,
+    to which Optuna would add its own. The file is only read; a new, empty or Optuna-made one passes."""
+    path = sqlalchemy.engine.make_url(url).database
+    if not path or path == ':memory:' or not os.path.exists(path):
+        return
+    try:
+        uri = f'file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro'
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+            tables = {name for name, in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as error:
+        raise ValueError(f'cannot open storage {shown}: {error}') from None
+    others = sorted(name for name in tables - OPTUNA_TABLES if not name.startswith('sqlite_'))
+    if others:
+        listed = ', '.join(others[:3]) + (', ...' if len(others) > 3 else '')
+        raise ValueError(f'expected an Optuna database at {shown}, got a SQLite file with other tables ({listed}): '
+                         f'give a new file, e.g. sqlite:///{os.path.splitext(path)[0]}-optuna.db')
 
 
 def repair_journal(path: str) -> None:
@@ -306,8 +368,9 @@ def repair_journal(path: str) -> None:
 def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
                sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner,
                scoring: Mapping[str, int] | None = None) -> optuna.Study:
-    """Load the study (checking it searches the same agent, env and distributions, and scores trials
-    as ``scoring`` says: ``trial_steps``, ``eval_episodes``) or create it.
+    """Load the study (checking it searches the same agent, env and distributions, fixes the other
+    hyperparameters to the same values, and scores trials as ``scoring`` says: ``trial_steps``,
+    ``eval_episodes``) or create it.
 
     Nothing is written to an existing study unless every check passes.
     """
@@ -338,6 +401,17 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
             except ValueError:
                 raise ValueError(f'study {name!r} searched {flags[parameter].option} as {_describe(searched[parameter])}, '
                                  f'got {_describe(distribution)}: keep it, or choose another --study') from None
+    if 'fixed' in attrs:  # a value given equal to its default is the same setting as no flag
+        defaults = {**{parameter: flag.default for parameter, flag in flags.items()},
+                    **agent.default_hyperparameters(env_id)}
+        for parameter in sorted(set(attrs['fixed']) | set(space.fixed)):
+            before = _setting(flags[parameter], attrs['fixed'], searched, defaults.get(parameter))
+            now = _setting(flags[parameter], space.fixed, space.distributions, defaults.get(parameter))
+            if before[0] != now[0]:
+                raise ValueError(f'study {name!r} trained its trials with {before[1]}, got {now[1]}: '
+                                 'resume it with the same flags, or choose another --study')
+    else:
+        study.set_user_attr('fixed', space.fixed)
     if 'agent' not in attrs:
         study.set_user_attr('agent', agent_id)
         study.set_user_attr('env', env_id)
@@ -345,6 +419,17 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
         if setting not in attrs:
             study.set_user_attr(setting, value)
     return study
+
+
+def _setting(flag: Flag, fixed: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
+             default: Any) -> tuple[Any, str]:
+    """How a study or a search sets ``flag`` (searched, given, or left to its default): the value or
+    distribution, and how to show it."""
+    if flag.name in distributions:
+        return distributions[flag.name], f'{flag.option} searched as {_describe(distributions[flag.name])}'
+    if flag.name in fixed:
+        return fixed[flag.name], shlex.join(_flag_words(flag.option, fixed[flag.name]))
+    return default, f'no {flag.option} (its default: {default})'
 
 
 def _describe(distribution: BaseDistribution) -> str:
@@ -642,15 +727,17 @@ def train_command(agent: type, env_id: str, hyperparameters: Mapping[str, Any], 
     flags = hyperparameter_flags(agent)
     words = ['xagents', 'train', agent_name(agent), '--env', env_id]
     for name, value in hyperparameters.items():
-        option = flags[name].option
-        if isinstance(value, bool):
-            words.append(option if value else '--no-' + option[2:])
-        else:
-            words += [option, repr(value) if isinstance(value, float) else str(value)]
+        words += _flag_words(flags[name].option, value)
     words += ['--seed', str(seed), '--max-steps', str(trial_steps)]
     if eval_episodes:
         words += ['--eval-frequency', str(trial_steps // n_reports), '--eval-episodes', str(eval_episodes)]
     return shlex.join(words)
+
+
+def _flag_words(option: str, value: Any) -> list[str]:
+    if isinstance(value, bool):
+        return [option if value else '--no-' + option[2:]]
+    return [option, repr(value) if isinstance(value, float) else str(value)]
 
 
 def log_summary(study: optuna.Study) -> None:
