@@ -240,7 +240,7 @@ def run_plot(argv: list[str]) -> None:
 def tune_parser(agent: str | None) -> ArgumentParser:
     """Flags of ``xagents tune [agent]``: search options from ``tune``'s signature, then the
     agent's tunable flags (tagged with how each is searched) and its other flags (one value)."""
-    from xagents.utils import tuning
+    from xagents.app import search_space, tuning
     from xagents.app.flags import add_search_flag
 
     parser = ArgumentParser(prog='xagents tune' + (f' {agent}' if agent else ''), add_help=False,
@@ -253,10 +253,10 @@ def tune_parser(agent: str | None) -> ArgumentParser:
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
     if agent:
         klass = agent_class(agent)
-        flags, scales = tuning.hyperparameter_flags(klass), tuning.tunable(klass)
-        group = parser.add_argument_group(f'{agent} tunable flags', tuning.GRAMMAR + '.')
+        flags, scales = search_space.hyperparameter_flags(klass), search_space.tunable(klass)
+        group = parser.add_argument_group(f'{agent} tunable flags', search_space.GRAMMAR + '.')
         for name, scale in scales.items():
-            add_search_flag(group, flags[name], tuning.SCALES[scale])
+            add_search_flag(group, flags[name], search_space.SCALES[scale])
         group = parser.add_argument_group(
             f'other {agent} flags (one value; per-env defaults in xagents/{agent}/hyperparameters.json)'
         )
@@ -278,7 +278,7 @@ def run_tune(argv: list[str]) -> None:
     import optuna
 
     load_tensorflow()
-    from xagents.utils import tuning
+    from xagents.app import search_space, tuning
     if not argv or argv[0].startswith('-'):
         if argv and argv[0] not in ('-h', '--help'):
             fail(f'xagents tune: error: expected an agent ({", ".join(AGENTS)}) before flags, got {argv[0]}')
@@ -299,8 +299,8 @@ def run_tune(argv: list[str]) -> None:
     env_id = args.pop('env')
     option_names = {flag.name for flag in flags_of([tuning.tune])}
     options = {name: args.pop(name) for name in list(args) if name in option_names}
-    flags = tuning.hyperparameter_flags(agent_class(agent))
-    search = {name: tuning.cli_search_value(flags[name], value) if isinstance(value, list) else value
+    flags = search_space.hyperparameter_flags(agent_class(agent))
+    search = {name: search_space.cli_search_value(flags[name], value) if isinstance(value, list) else value
               for name, value in args.items()}
     configure_logging(False)
     optuna.logging.set_verbosity(logging.WARNING)
@@ -319,7 +319,7 @@ def run_tune(argv: list[str]) -> None:
 
 def run_benchmark_command(argv: list[str]) -> None:
     """Parse flags and run a benchmark (``xagents.app.benchmark``): a suite, or agents x envs with one target."""
-    from xagents import benchmark
+    from xagents.app import benchmark
 
     parser = ArgumentParser(prog='xagents benchmark', description=COMMANDS['benchmark'] + '.', allow_abbrev=False)
     parser.add_argument('--suite', choices=list(benchmark.SUITES), help='a suite of agents, envs, targets and budgets')

@@ -18,7 +18,8 @@ from optuna.trial import TrialState
 
 from xagents.app.cli import tune_parser
 from xagents.registry import AGENTS, agent_class
-from xagents.app import tuning
+from xagents.app import search_space as search_space_module
+from xagents.app import study, tuning
 
 TINY = ['--env', 'CartPole-v1', '--trial-steps', '2000', '--n-reports', '2']
 ONE_SHORT_TRIAL = ['--env', 'CartPole-v1', '--trial-steps', '500', '--n-reports', '1', '--n-trials', '1']
@@ -29,23 +30,23 @@ POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',
 @pytest.mark.parametrize('agent', AGENTS)
 def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
     klass = agent_class(agent)
-    flags, scales = tuning.hyperparameter_flags(klass), tuning.tunable(klass)
+    flags, scales = search_space_module.hyperparameter_flags(klass), search_space_module.tunable(klass)
     assert 'lr' in scales and scales['lr'] == 'log'
     for name, scale in scales.items():
         flag = flags[name]
         if scale == 'categorical':
             words = {'bool': ['true', 'false'], 'str': ['a.cfg', 'b.cfg']}.get(flag.kind, ['1', '2', '3'])
-            expected = CategoricalDistribution(tuple(tuning._convert(flag, word) for word in words))
+            expected = CategoricalDistribution(tuple(search_space_module._convert(flag, word) for word in words))
         else:
             words = ['2', '8'] if flag.kind == 'int' else ['0.01', '0.5']
             kind = IntDistribution if flag.kind == 'int' else FloatDistribution
             expected = kind(float(words[0]), float(words[1]), log=scale == 'log')
-        space = tuning.search_space(klass, {name: tuning.cli_search_value(flag, words)})
+        space = search_space_module.search_space(klass, {name: search_space_module.cli_search_value(flag, words)})
         assert space.distributions == {name: expected}, name
         assert space.fixed == {}
     # one value fixes any flag; comma-separated values are choices even when there are two
     words = {'lr': ['1e-3', '1e-2'], 'gamma': ['0.98'], 'n_envs': ['4,8']}
-    space = tuning.search_space(klass, {name: tuning.cli_search_value(flags[name], value) for name, value in words.items()})
+    space = search_space_module.search_space(klass, {name: search_space_module.cli_search_value(flags[name], value) for name, value in words.items()})
     assert space.fixed == {'gamma': 0.98}
     assert space.distributions == {'lr': FloatDistribution(1e-3, 1e-2, log=True),
                                    'n_envs': CategoricalDistribution((4, 8))}
@@ -54,7 +55,7 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
     helps = {action.dest: action.help for action in tune_parser(agent)._actions
              if action.help != '==SUPPRESS=='}  # not the hidden old names of renamed flags
     for name, scale in scales.items():
-        assert f'{flags[name].option} ' in out and f'[{tuning.SCALES[scale]}]' in helps[name], name
+        assert f'{flags[name].option} ' in out and f'[{search_space_module.SCALES[scale]}]' in helps[name], name
 
 
 @pytest.mark.parametrize('search, message', [
@@ -73,7 +74,7 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
 ])
 def test_bad_search_spaces_are_refused(search, message):
     with pytest.raises(ValueError) as error:
-        tuning.search_space(agent_class('ppo'), search)
+        search_space_module.search_space(agent_class('ppo'), search)
     assert message in str(error.value)
 
 
@@ -271,9 +272,9 @@ def test_an_empty_sqlite_file_becomes_an_optuna_study(workdir, xagents_cli):
     status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2',
                                  '--storage', 'sqlite:///study.db')
     assert status == 0, err
-    tuning.check_sqlite('sqlite:///study.db', 'study.db')  # the Optuna-made file passes its own check
-    study = optuna.load_study(study_name='ppo-CartPole-v1', storage='sqlite:///study.db')
-    assert [trial.state for trial in study.trials] == [TrialState.COMPLETE]
+    study.check_sqlite('sqlite:///study.db', 'study.db')  # the Optuna-made file passes its own check
+    made = optuna.load_study(study_name='ppo-CartPole-v1', storage='sqlite:///study.db')
+    assert [trial.state for trial in made.trials] == [TrialState.COMPLETE]
 
 
 def test_a_journal_path_that_is_a_directory_is_one_line(workdir, xagents_cli):
@@ -310,7 +311,7 @@ def postgres_url():
     try:
         psycopg2.connect(POSTGRES_URL, connect_timeout=5).close()
     except psycopg2.OperationalError as error:
-        reason = f'no PostgreSQL at {tuning.mask_url(POSTGRES_URL)} (run .ci/postgres.sh): {error}'.strip()
+        reason = f'no PostgreSQL at {study.mask_url(POSTGRES_URL)} (run .ci/postgres.sh): {error}'.strip()
         if 'XAGENTS_TEST_POSTGRES_URL' in os.environ:
             pytest.fail(reason)
         pytest.skip(reason)
