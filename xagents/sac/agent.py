@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import OffPolicy
+from xagents.agent.off_policy import OffPolicy
 from xagents.utils.distributions import Categorical, StateDependentNoise
 from xagents.utils.models import Output
 
@@ -182,18 +182,40 @@ class SAC(OffPolicy):
         log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
         return tf.tanh(u), log_prob
 
+    def draw_sde_noise(self) -> tf.Tensor | None:
+        """A gSDE noise matrix of standard normals (None without gSDE): one per gradient step, as
+        Stable-Baselines3 draws it."""
+        return self.graph_rng.normal(self.actor.sde_log_std.shape) if self.use_sde else None
+
+    def action_values(self, observations, actions):
+        if self.discrete:
+            return tf.reduce_sum(self.q_values(self.critic, observations) * tf.one_hot(actions, self.n_actions), -1)
+        return self.q_values(self.critic, observations, actions)
+
+    def next_values(self, next_observations, sde_noise: tf.Tensor | None = None):
+        """Soft values ``min_i Q_targ_i(s', a') - alpha log pi(a'|s')``: of one ``a' ~ pi(.|s')`` for Box
+        actions (with gSDE, drawn with ``sde_noise``, or a matrix of its own), their expectation over
+        ``pi(.|s')`` for discrete ones."""
+        alpha = tf.exp(self.log_alpha)
+        if self.discrete:
+            next_log_probs = tf.nn.log_softmax(self.actor(next_observations))
+            next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations), 0)
+            return tf.reduce_sum(tf.exp(next_log_probs) * (next_q - alpha * next_log_probs), -1)
+        if sde_noise is None:
+            sde_noise = self.draw_sde_noise()
+        next_actions, next_log_probs = self.squashed_gaussian(next_observations, sde_noise)
+        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
+        return next_q - alpha * next_log_probs
+
     def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
         if self.discrete:
             return self.discrete_train_step(observations, actions, rewards, next_observations, discounts, weights)
         alpha = tf.exp(self.log_alpha)
-        # gSDE: one noise matrix per gradient step, as Stable-Baselines3 draws it
-        sde_noise = self.graph_rng.normal(self.actor.sde_log_std.shape) if self.use_sde else None
-        next_actions, next_log_probs = self.squashed_gaussian(next_observations, sde_noise)
-        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
-        targets = tf.stop_gradient(rewards + discounts * (next_q - alpha * next_log_probs))
+        sde_noise = self.draw_sde_noise()  # the same matrix for the target's and the actor's actions
+        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations, sde_noise))
         critic_variables = self.critic.trainable_variables
         with tf.GradientTape() as tape:
-            td_errors = self.q_values(self.critic, observations, actions) - targets
+            td_errors = self.action_values(observations, actions) - targets
             critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
         self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
                                                   critic_variables))
@@ -211,14 +233,10 @@ class SAC(OffPolicy):
     def discrete_train_step(self, observations, actions, rewards, next_observations, discounts, weights):
         """The discrete-action update (Christodoulou 2019): exact expectations over actions."""
         alpha = tf.exp(self.log_alpha)
-        next_log_probs = tf.nn.log_softmax(self.actor(next_observations))
-        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations), 0)
-        next_values = tf.reduce_sum(tf.exp(next_log_probs) * (next_q - alpha * next_log_probs), -1)
-        targets = tf.stop_gradient(rewards + discounts * next_values)
+        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations))
         critic_variables = self.critic.trainable_variables
         with tf.GradientTape() as tape:
-            q = tf.reduce_sum(self.q_values(self.critic, observations) * tf.one_hot(actions, self.n_actions), -1)
-            td_errors = q - targets
+            td_errors = self.action_values(observations, actions) - targets
             critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
         self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
                                                   critic_variables))

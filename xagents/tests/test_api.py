@@ -392,11 +392,7 @@ def test_normalisation_statistics_learn_while_collecting_and_stay_frozen_outside
 
 
 def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(trained_ppo, workdir):
-    trained_ppo.checkpoints = ['w.tf']
-    try:
-        trained_ppo.save_models()
-    finally:
-        trained_ppo.checkpoints = None
+    trained_ppo.save_models(['w.tf'])
     plain = PPO.from_env('CartPole-v1', quiet=True)
     with pytest.raises(ValueError, match=r'the model weights were trained with observation normalisation: build the '
                                          r'agent with normalize_observations \(--normalize-observations\)'):
@@ -404,11 +400,7 @@ def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(t
 
 
 def test_the_command_line_plays_and_exports_weights_trained_with_normalisation(trained_ppo, workdir, xagents_cli):
-    trained_ppo.checkpoints = ['w.tf']
-    try:
-        trained_ppo.save_models()
-    finally:
-        trained_ppo.checkpoints = None
+    trained_ppo.save_models(['w.tf'])
     status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--max-steps', '20')
     assert status == 0 and 'Episode reward' in out, err
     status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--path', 'p.onnx',
@@ -512,3 +504,33 @@ def test_a_run_and_an_evaluation_print_usefully_and_an_evaluation_unpacks_as_mea
     assert (mean, std) == (result.mean, result.std) == (np.mean(result.returns), np.std(result.returns))
     assert repr(result) == (f'EvaluationResult(mean={mean:.2f}, std={std:.2f}, episodes=4, '
                             f'mean_length={np.mean(result.lengths):.1f})')
+
+
+class Endless(gym.Env):
+    """An env whose episodes never end (no time limit of its own): one reward per step."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+def test_evaluation_cuts_episodes_that_never_end_and_says_so(caplog):
+    agent = PPO(Endless(), quiet=True, n_steps=8, seed=0)
+    result = agent.evaluate(episodes=3, env=Endless(), max_episode_steps=50)
+    assert result.lengths.tolist() == [50, 50, 50] and result.returns.tolist() == [50.0] * 3
+    assert 'Evaluation cut 3 of 3 episodes at 50 steps' in caplog.text
+    gym.register('EndlessForTest-v0', entry_point=Endless)  # an id with no max_episode_steps
+    try:
+        agent = PPO.from_env('EndlessForTest-v0', quiet=True, n_steps=8, seed=0)
+        result = agent.evaluate(episodes=2, max_episode_steps=30)  # cut inside the env, below its records
+        assert result.lengths.tolist() == [30, 30] and result.returns.tolist() == [30.0, 30.0]
+        from xagents.training.evaluation import STEP_LIMIT
+        assert STEP_LIMIT == 100_000  # the documented default where the env sets no limit
+    finally:
+        gym.registry.pop('EndlessForTest-v0')

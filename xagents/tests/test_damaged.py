@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import zipfile
@@ -43,7 +44,8 @@ def damages(path: str) -> dict[str, bytes]:
     with zipfile.ZipFile(path) as archive:
         members, directory = archive.infolist(), archive.start_dir
     largest = max(members, key=lambda member: member.file_size)
-    data = largest.header_offset + 30 + len(largest.filename)  # after its local header (np.savez adds no extra)
+    name_length, extra_length = struct.unpack('<HH', raw[largest.header_offset + 26:largest.header_offset + 30])
+    data = largest.header_offset + 30 + name_length + extra_length  # after its local header
     header = raw[data:data + 128]  # the .npy header: magic, then a dict literal of dtype and shape
     next_to_last = directory + sum(46 + len(member.filename) for member in members[:-2])
 
@@ -242,7 +244,7 @@ def hidden(directory: str) -> list[str]:
 def test_a_kill_during_a_save_into_best_eval_is_cleaned_by_the_next_run(workdir, xagents_cli, moment):
     """Killed in its first best-eval save (as its model file, or its manifest, is about to be renamed into place):
     best-eval holds no manifest, a hidden temporary, maybe a model file; best-eval.json a score of no agent."""
-    run = [sys.executable, '-c', KILLED_AT + 'from xagents.cli import main; main(sys.argv[1:])', moment, 'train',
+    run = [sys.executable, '-c', KILLED_AT + 'from xagents.app.cli import main; main(sys.argv[1:])', moment, 'train',
            'ppo', *SMALL, '--max-steps', '1024', '--save-dir', 'saves', '--save-frequency', '128', '--eval-frequency',
            '256', '--eval-episodes', '1']
     killed = subprocess.run(run, capture_output=True, text=True)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -19,8 +20,10 @@ os.environ['RAY_AUTH_MODE'] = 'token'
 pytest.importorskip('ray')
 
 from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO  # noqa: E402
-from xagents.callbacks import Callback  # noqa: E402
-from xagents.distributed import Worker, worker_arguments  # noqa: E402
+from xagents.tests.test_env_faults import FAULTY_ENVS  # noqa: E402
+from xagents.training.callbacks import Callback  # noqa: E402
+from xagents.training.distributed import Worker, worker_arguments  # noqa: E402
+from xagents.utils.history import read_history  # noqa: E402
 
 LOOPBACK = {'127.0.0.1', '::ffff:127.0.0.1', '::1'}
 
@@ -185,6 +188,63 @@ def test_every_other_agent_learns_from_two_workers(agent_class, env_id, cluster)
         assert int(agent.gradient_updates.numpy()) > 0
 
 
+def q_and_next_value(agent, batch) -> tuple[np.ndarray, np.ndarray]:
+    """``Q(s, a)`` of the first critic and the bootstrap value ``V(s')`` of a batch, written out per algorithm
+    in NumPy from the agent's networks: double DQN, DDPG, discrete SAC (expectations over actions)."""
+    observations, next_observations = agent.normalized(batch.observations), agent.normalized(batch.next_observations)
+    rows = np.arange(len(batch.actions))
+
+    def heads(model, inputs):
+        outputs = model(inputs)
+        return [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+
+    if isinstance(agent, DQN):
+        q = np.asarray(agent.model(observations))[rows, batch.actions]
+        greedy = np.asarray(agent.model(next_observations)).argmax(-1)
+        return q, np.asarray(agent.target_model(next_observations))[rows, greedy]
+    if isinstance(agent, DDPG):
+        q = heads(agent.critic, np.concatenate([observations, batch.actions], -1))[0][:, 0]
+        next_actions = np.asarray(agent.target_actor(next_observations))
+        return q, heads(agent.target_critic, np.concatenate([next_observations, next_actions], -1))[0][:, 0]
+    alpha = np.exp(agent.log_alpha.numpy())
+    q = heads(agent.critic, observations)[0][rows, batch.actions]
+    logits = np.asarray(agent.actor(next_observations), np.float64)
+    log_pi = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    next_q = np.minimum(*heads(agent.target_critic, next_observations))
+    return q, (np.exp(log_pi) * (next_q - alpha * log_pi)).sum(-1)
+
+
+@pytest.mark.parametrize('agent_class, env_id, settings', [
+    (DQN, 'CartPole-v1', {'double': True}),
+    (DDPG, 'Pendulum-v1', {}),
+    (SAC, 'CartPole-v1', {'initial_alpha': 0.3}),
+])
+def test_apex_actors_send_the_priorities_of_their_transitions(agent_class, env_id, settings, cluster):
+    """Ape-X (Horgan et al. 2018): a worker sends its transitions' estimates and each n-step window enters the
+    learner's prioritised buffer at (|TD error| + epsilon) ** alpha under the worker's copy of every network,
+    not at the running maximum. No update runs (the buffer never reaches buffer_initial_size), so the
+    learner's networks are the workers' and the oracle computes the TD errors from them: 3-step windows
+    within and across segments, cut by terminations (CartPole) and time limits (Pendulum). The learner's
+    target networks are moved away from the online ones first, so a worker must have received them too."""
+    agent = agent_class.from_env(env_id, workers=2, seed=0, ray_address=cluster, quiet=True, prioritized=True,
+                                 return_steps=3, buffer_initial_size=5000, **settings)
+    rng = np.random.default_rng(0)
+    for target, _ in agent.target_pairs:
+        target.set_weights([weight + rng.normal(0, 0.3, weight.shape) for weight in target.get_weights()])
+    agent.on_weights_changed()
+    agent.fit(max_steps=2000)
+    buffer = agent.buffer
+    assert int(agent.gradient_updates.numpy()) == 0 and buffer.steps == agent.steps >= 2000
+    batch = buffer.sample(2000)
+    q, next_values = q_and_next_value(agent, batch)
+    td_errors = q - (batch.rewards + batch.discounts * next_values)
+    stored = buffer.tree[batch.indices]
+    ends = ~np.isclose(batch.discounts, agent.gamma ** 3)  # windows an episode end cut: terminated or timed out
+    assert ends.any() and not ends.all()
+    np.testing.assert_allclose(stored, (np.abs(td_errors) + buffer.epsilon) ** buffer.alpha, rtol=1e-4, atol=1e-5)
+    assert len(np.unique(stored)) > 500 and stored.min() < 0.5 * buffer.max_priority ** buffer.alpha
+
+
 @pytest.mark.parametrize('agent_class, env_id', [(DQN, 'CartPole-v1'), (SAC, 'Pendulum-v1'), (TD3, 'Pendulum-v1'),
                                                    (PPO, 'LunarLander-v3'), (TRPO, 'CartPole-v1'), (ACER, 'CartPole-v1')])
 def test_a_worker_acts_with_the_learners_settings_and_keeps_only_what_acting_needs(agent_class, env_id):
@@ -259,9 +319,9 @@ def test_the_command_line_trains_on_workers_of_a_cluster(cluster, workdir, xagen
 
 
 @pytest.mark.parametrize('argv, message', [
-    (['--ray-address', '127.0.0.1:1'], 'ray_address is where workers run: give workers too'),
+    (['--ray-address', '127.0.0.1:1'], 'ray_address is where workers run: give the agent workers too'),
     (['--workers', '0'], 'expected workers >= 1, got 0'),
-    (['--workers', '2', '--ray-address', f'127.0.0.1:{free_port()}'], 'found no Ray cluster at 127.0.0.1:'),
+    (['--workers', '2', '--ray-address', f'127.0.0.1:{free_port()}'], 'cannot reach a Ray cluster at 127.0.0.1:'),
 ])
 def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagents_command):
     result = subprocess.run([*xagents_command, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '100', *argv],
@@ -271,9 +331,81 @@ def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagen
     assert os.listdir('.') == []
 
 
+@pytest.fixture
+def web_server():
+    """A plain HTTP server on 127.0.0.1, no Ray: its address, and a list of the times it accepted a connection."""
+    accepted = []
+
+    class Server(ThreadingHTTPServer):
+        def verify_request(self, request, client_address):
+            accepted.append(time.monotonic())
+            return True
+
+    server = Server(('127.0.0.1', 0), BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f'127.0.0.1:{server.server_address[1]}', accepted
+    server.shutdown()
+    server.server_close()
+
+
+def train_on(address: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', 'CartPole-v1', '--workers',
+                             '2', '--ray-address', address, '--max-steps', '100'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_an_address_where_something_else_than_ray_answers_is_refused_in_one_line_within_30_s(web_server, workdir):
+    """Ray's own retries would last many minutes: the attempt ends within 30 s of its first connection."""
+    address, accepted = web_server
+    command = train_on(address)
+    _, err = command.communicate(timeout=300)
+    ended = time.monotonic()
+    assert command.returncode == 2, err[-2000:]
+    assert accepted and ended - accepted[0] < 30
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f'xagents train ppo: error: cannot reach a Ray cluster at {address}: ')
+    assert os.listdir('.') == []
+
+
+def test_sigterm_while_reaching_a_cluster_stops_at_once_in_one_line(web_server, workdir):
+    address, accepted = web_server
+    command = train_on(address)
+    deadline = time.monotonic() + 240
+    while not accepted:
+        assert command.poll() is None and time.monotonic() < deadline, command.communicate()[1][-2000:]
+        time.sleep(0.1)
+    time.sleep(3)  # well into the attempt
+    command.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    _, err = command.communicate(timeout=120)
+    assert time.monotonic() - sent < 5
+    assert command.returncode == 130 and err == 'xagents train ppo: interrupted\n', err[-2000:]
+
+
+def test_an_env_that_raises_in_a_worker_stops_the_run_in_one_line_and_the_last_good_files_stay(
+        cluster, workdir, xagents_command):
+    """The worker's EnvError comes back as a local run's: one line naming the env, the call, the step and the
+    worker, exit status 1, without restarting the worker (the bug would fail again)."""
+    (workdir / 'faulty_envs.py').write_text(FAULTY_ENVS)
+    started = time.monotonic()
+    result = subprocess.run([*xagents_command, 'train', 'ppo', '--env', 'faulty_envs:Faulty-v0', '--env-kwargs',
+                             'fault=raise', 'at=750', '--workers', '2', '--n-envs', '2', '--ray-address', cluster,
+                             '--max-steps', '20000', '--reward-buffer-size', '10', '--seed', '0', '--quiet',
+                             '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet'],
+                            capture_output=True, text=True, timeout=600, check=False)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and 'Traceback' not in result.stdout, result.stderr[-3000:]
+    assert re.fullmatch(r'xagents train ppo: error: faulty_envs:Faulty-v0 failed in step at env step [\d,]+: '
+                        r'RuntimeError: simulator crashed \(worker [01]\); weights \(w.tf\) and history '
+                        r'\(h.parquet\) of the last good point kept', lines[0]), lines[0]
+    assert time.monotonic() - started < 120  # no minute of restarts
+    history = read_history('h.parquet')
+    assert len(history) > 10 and history['step'].iloc[-1] <= 2 * 2 * 750
+
+
 def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(workdir):
     """Ray made unimportable (as where it is not installed): exit 2 and the pip command."""
-    script = ("import sys; sys.modules['ray'] = None; from xagents.cli import main; "
+    script = ("import sys; sys.modules['ray'] = None; from xagents.app.cli import main; "
               "main(['train', 'ppo', '--env', 'CartPole-v1', '--workers', '2', '--max-steps', '100'])")
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xagents.base import polyak_update
+from xagents.agent.off_policy import polyak_update
 from xagents.ddpg import DDPG
 from xagents.ddpg.noise import OrnsteinUhlenbeckActionNoise, parse_noise_type
 from xagents.dqn import DQN
@@ -670,7 +670,7 @@ def test_fit_never_changes_a_hyperparameter():
     """Per-run state must not overwrite a constructor parameter of the same name (start_steps once did)."""
     import inspect
 
-    from xagents.utils.cli import constructors
+    from xagents.app.flags import constructors
 
     agent = TD3.from_env('Pendulum-v1', seed=0, quiet=True, start_steps=700, buffer_initial_size=600,
                          buffer_batch_size=64)

@@ -12,6 +12,7 @@ per lost life).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -29,6 +30,49 @@ from xagents.utils.validation import validated
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+
+
+class EnvError(RuntimeError):
+    """An env failed while it ran: it raised, or returned a non-finite or malformed value. The run stops there,
+    before the value reaches an update; the files written before are those of the last good point."""
+
+
+def env_name(envs: gym.vector.VectorEnv) -> str:
+    """How messages name ``envs``: the id they were made from, else the env's class."""
+    settings = envs.metadata.get('xagents') or {}
+    if settings.get('env_id'):
+        return settings['env_id']
+    spec = getattr(envs, 'spec', None)
+    return spec.id if spec is not None else type(getattr(envs, 'envs', [envs])[0].unwrapped).__name__
+
+
+@contextlib.contextmanager
+def env_call(envs: gym.vector.VectorEnv, call: str, step: int | None):
+    """Turn an exception raised by the envs' ``call`` at env step ``step`` (None: outside training) into one
+    :class:`EnvError` naming the env, the call and the error (an async worker's own error lines are not
+    printed: this one says it)."""
+    level = gym.logger.min_level
+    gym.logger.min_level = gym.logger.ERROR + 1 if isinstance(envs, gym.vector.AsyncVectorEnv) else level
+    try:
+        yield
+    except Exception as error:
+        hint = (' (step returns an observation of the observation space\'s shape and a number as reward)'
+                if call == 'step' and isinstance(error, ValueError) and 'sequence' in str(error) else '')
+        when = '' if step is None else f' at env step {step:,}'
+        raise EnvError(f'{env_name(envs)} failed in {call}{when}: {type(error).__name__}: {error}{hint}') from error
+    finally:
+        gym.logger.min_level = level
+
+
+def check_finite(envs: gym.vector.VectorEnv, step: int, **values: np.ndarray) -> None:
+    """Raise an :class:`EnvError` naming the env, the step and the value if any of ``values`` (name: an array
+    with one row per env) holds a nan or an infinity; integer arrays (Atari frames) cannot."""
+    for name, array in values.items():
+        if array.dtype.kind == 'f' and not np.isfinite(array).all():
+            index = tuple(np.argwhere(~np.isfinite(array))[0])
+            where = ''.join(f'[{i}]' for i in index[1:])
+            raise EnvError(f'{env_name(envs)} returned a non-finite {name}{where} ({array[index]}) in env {index[0]} at '
+                           f'env step {step:,}: the run stops before it reaches the weights')
 
 
 def _register_atari() -> None:
@@ -374,7 +418,11 @@ class EpisodeScores:
         self.lengths += 1
         if not dones.any():
             return NO_EPISODES
-        ended = np.flatnonzero(dones)
+        return self.cut(dones)
+
+    def cut(self, envs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """End the episodes of the ``envs`` (a mask) as they stand (envs not made here): ``(envs, returns, lengths)``."""
+        ended = np.flatnonzero(envs)
         returns, lengths = self.returns[ended], self.lengths[ended]
         self.returns[ended], self.lengths[ended] = 0, 0
         return ended, returns, lengths

@@ -92,9 +92,12 @@ def check_settings(directory: str, manifest: dict[str, Any], agent: type) -> Non
     """
     path = os.path.join(directory, MANIFEST)
     saved_by = f'xagents {manifest["xagents_version"]}' if 'xagents_version' in manifest else 'another version'
-    annotations = {name: str(parameter.annotation) for klass in agent.__mro__ if '__init__' in vars(klass)
-                   for name, parameter in inspect.signature(klass.__init__).parameters.items()}
-    for kind, settings, known in (('hyperparameter', manifest['hyperparameters'], agent.parameter_names()),
+    # What load passes on: the constructors' parameters, and the run settings fit takes (see run_settings_apart).
+    functions = [agent.fit, *(klass.__init__ for klass in agent.__mro__ if '__init__' in vars(klass))]
+    annotations = {name: str(parameter.annotation) for function in functions
+                   for name, parameter in inspect.signature(function).parameters.items()}
+    parameters = agent.parameter_names() | set(annotations) - {'self', 'envs', 'kwargs'}
+    for kind, settings, known in (('hyperparameter', manifest['hyperparameters'], parameters),
                                   ('env setting', manifest['env'] or {}, {'env_id', *ENV_PARAMETERS})):
         for name in settings:
             if name not in known and RENAMED.get(name) not in known:

@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.envs import EpisodeScores, as_vector_env, create_envs, settings_for
+from xagents.utils.envs import EpisodeScores, as_vector_env, create_envs, env_call, env_spec, settings_for
 from xagents.utils.validation import validated
 
+logger = logging.getLogger('xagents')
+STEP_LIMIT = 100_000  # evaluation steps of an episode in an env that sets no limit of its own
+
 if TYPE_CHECKING:
-    from xagents.base import BaseAgent
+    from xagents.agent.base import BaseAgent
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -51,6 +55,7 @@ def evaluate(
     episodes: int = 10,
     deterministic: bool = True,
     seed: int | None = None,
+    max_episode_steps: int | None = None,
 ) -> EvaluationResult:
     """Play ``episodes`` whole episodes with ``agent`` and return their returns and lengths.
 
@@ -62,11 +67,15 @@ def evaluate(
             so short episodes are not favoured (as Stable-Baselines3's ``evaluate_policy``).
         deterministic: Act with the policy's mode (greedy) rather than sampling or exploring.
         seed: Seed of the first reset (env i gets seed + i); default: the agent's seed + 10,000.
+        max_episode_steps: Cut an episode after this many steps, with a warning; default: the env's own
+            limit, or 100,000 steps for an env that sets none, so that episodes that never end (a policy that
+            stands still) cannot hang an evaluation.
 
     Returns:
-        The per-episode returns and lengths, in the order the episodes ended.
+        The per-episode returns and lengths, in the order the episodes ended (a cut episode counts with
+        the return it had).
     """
-    envs, owned = _evaluation_envs(agent, env, episodes)
+    envs, owned, limit = _evaluation_envs(agent, env, episodes, max_episode_steps)
     if seed is None and agent.seed is not None:
         seed = agent.seed + 10_000
     try:
@@ -75,10 +84,19 @@ def evaluate(
         counts = np.zeros(n, np.int64)
         returns, lengths = [], []
         scores = EpisodeScores(envs)
-        observations = envs.reset(seed=seed)[0]
+        with env_call(envs, 'reset (evaluation)', None):
+            observations = envs.reset(seed=seed)[0]
         while (counts < targets).any():
-            observations, rewards, terminated, truncated, info = envs.step(agent.act(observations, deterministic))
+            with env_call(envs, 'step (evaluation)', None):
+                observations, rewards, terminated, truncated, info = envs.step(agent.act(observations, deterministic))
             ended, ended_returns, ended_lengths = scores.update(rewards, terminated | truncated, info)
+            cut = scores.lengths >= limit if limit and not scores.recorded else None
+            if cut is not None and cut.any():  # an env of the user's: cut here, the return so far counts
+                cut_envs, cut_returns, cut_lengths = scores.cut(cut)
+                ended, ended_returns, ended_lengths = (np.concatenate(pair) for pair in (
+                    (ended, cut_envs), (ended_returns, cut_returns), (ended_lengths, cut_lengths)))
+                with env_call(envs, 'reset (evaluation)', None):
+                    observations = envs.reset(options={'reset_mask': cut})[0]
             for index, score, length in zip(ended, ended_returns, ended_lengths):
                 if counts[index] < targets[index]:
                     counts[index] += 1
@@ -87,11 +105,23 @@ def evaluate(
     finally:
         if owned:
             envs.close()
+    if limit and np.any(np.asarray(lengths) >= limit):
+        logger.warning('Evaluation cut %d of %d episodes at %s steps: the env sets no limit of its own (pass '
+                       'max_episode_steps to change it)', int(np.sum(np.asarray(lengths) >= limit)), len(lengths),
+                       f'{limit:,}')
     return EvaluationResult(np.asarray(returns, np.float64), np.asarray(lengths, np.int64))
 
 
-def _evaluation_envs(agent: BaseAgent, env, episodes: int) -> tuple[gym.vector.VectorEnv, bool]:
-    """The vector env to evaluate on and whether this module made it (and so closes it)."""
+def _evaluation_envs(agent: BaseAgent, env, episodes: int, max_episode_steps: int | None
+                     ) -> tuple[gym.vector.VectorEnv, bool, int | None]:
+    """The vector env to evaluate on, whether this module made it (and so closes it), and the step limit that
+    evaluation itself applies (None where the env's own applies)."""
     if env is None or isinstance(env, str):
-        return create_envs(n_envs=episodes, **settings_for(agent.envs, env)), True
-    return as_vector_env(env), False  # the caller's env: the caller closes it
+        settings = settings_for(agent.envs, env)
+        limit = max_episode_steps or (None if env_spec(settings['env_id']).max_episode_steps else STEP_LIMIT)
+        if limit:  # a time limit inside the env, below its episode records: the game's score of a cut episode
+            settings['env_kwargs'] = {**(settings.get('env_kwargs') or {}), 'max_episode_steps': limit}
+        return create_envs(n_envs=episodes, **settings), True, limit
+    envs = as_vector_env(env)  # the caller's env: the caller closes it
+    spec = getattr(env, 'spec', None)
+    return envs, False, max_episode_steps or (None if spec and spec.max_episode_steps else STEP_LIMIT)
