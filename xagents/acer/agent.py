@@ -121,7 +121,7 @@ class ACER(BaseAgent):
 
     # ----------------------------------------------------------------------------- acting
     def worker_settings(self) -> dict:
-        return {'buffer_max_size': 1, 'buffer_initial_size': 1}  # workers only act
+        return {**super().worker_settings(), 'buffer_max_size': 1, 'buffer_initial_size': 1}  # workers only act
 
     def load_weights(self, weights: Sequence[str]) -> None:
         super().load_weights(weights)
