@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from xagents.agent.base import BaseAgent
-from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
+from xagents.utils.segments import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Output, build_model

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from xagents.acer import ACER
-from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
+from xagents.utils.segments import SegmentBuffer, TrajectorySegment
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 
 def test_retrace_targets_three_steps_by_hand():

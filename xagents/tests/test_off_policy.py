@@ -713,7 +713,7 @@ def test_each_prioritised_minibatch_is_a_stratified_sample_of_the_whole_buffer()
 
 
 def test_prioritised_sample_of_several_minibatches_normalises_weights_per_minibatch():
-    from xagents.utils.buffers import PrioritizedReplayBuffer
+    from xagents.utils.prioritized import PrioritizedReplayBuffer
 
     buffer = PrioritizedReplayBuffer(1000, 1, gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), seed=0)
     for t in range(500):
