@@ -30,10 +30,10 @@ setup(
     python_requires='>=3.10',
     packages=find_packages(exclude=['xagents.tests', 'xagents.tests.*']),
     include_package_data=True,
-    package_data={'xagents': ['models/*.cfg', '*/models/*.cfg', '*/hyperparameters.json']},
+    package_data={'xagents': ['*/models/*.cfg', '*/hyperparameters.json']},
     install_requires=requirements(),
     extras_require=extras,
-    entry_points={'console_scripts': ['xagents=xagents.cli:main']},
+    entry_points={'console_scripts': ['xagents=xagents.app.cli:main']},
     classifiers=[
         'Programming Language :: Python :: 3',
         'License :: OSI Approved :: MIT License',

@@ -30,7 +30,7 @@ os.environ['PYTHONPATH'] = os.pathsep.join(filter(None, [HERE, os.environ.get('P
 
 import slow_envs  # noqa: E402
 from xagents import DQN, PPO  # noqa: E402
-from xagents.callbacks import Callback  # noqa: E402
+from xagents.training.callbacks import Callback  # noqa: E402
 
 logger = logging.getLogger('benchmarks.distributed')
 SLOW_ENV = 'slow_envs:SlowCartPole-v1'

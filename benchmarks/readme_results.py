@@ -29,14 +29,16 @@ def section(suite: str, output: str) -> str:
     header = (f'`{command}` on a {machine["cpus"]}-core CPU ({len(runs)} runs, {busy:.0f} min of run '
               f'time in all; xagents {versions["xagents"]}, TensorFlow {versions["tensorflow"]}, Gymnasium '
               f'{versions["gymnasium"]}). Each run trains its whole budget and plays 10 deterministic episodes every '
-              f'`eval_frequency` steps; "steps to target" is the first evaluation at or above the target, "final '
+              f'`eval_frequency` steps; "steps to target" is the first evaluation at or above the target (a run that '
+              f'missed it counts as its budget, so a mean marked ≥ is a lower bound, without an interval), "final '
               f'eval" the last one; wall time counts the runs that trained beside it. Means with 95% bootstrap intervals '
-              f'over the seeds:')
+              f'over the seeds; the aggregate figure has rliable\'s stratified bootstrap interval over seeds × envs:')
     header = textwrap.fill(header, 110, break_on_hyphens=False, break_long_words=False)
     table = open(os.path.join(output, 'results.md')).read().strip()
     figures = (f'![Evaluation reward of the {suite} suite against steps and time, mean and 95% interval over seeds]'
                f'(img/benchmark-{suite}-curves.png)\n\n'
-               f'![Interquartile mean of final evaluations per agent, 0 = random policy, 1 = target]'
+               f'![Interquartile mean of final evaluations per agent over seeds × envs, 0 = random policy, '
+               f'1 = target, 95% stratified bootstrap interval]'
                f'(img/benchmark-{suite}-aggregate.png)')
     return f'{header}\n\n{table}\n\n{figures}'
 

@@ -17,7 +17,7 @@ import time
 
 
 def run(agent: str, env: str, target: float, seed: int, extra: list[str]) -> tuple[int | None, float]:
-    command = [sys.executable, '-m', 'xagents.cli', 'train', agent, '--env', env, '--target-reward',
+    command = [sys.executable, '-m', 'xagents', 'train', agent, '--env', env, '--target-reward',
                str(target), '--seed', str(seed), '--log-frequency', '1000', *extra]
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True)

@@ -48,7 +48,7 @@ def xagents_run(case: str, seed: int, steps: int, warmup: int) -> dict:
         agent, env = THROUGHPUT[case]
         _, out = timed([sys.executable, __file__, '--xagents-throughput', agent, env, str(seed), str(steps), str(warmup)])
         return json.loads(out.strip().splitlines()[-1])
-    seconds, out = timed([sys.executable, '-m', 'xagents.cli', *XAGENTS[case], '--seed', str(seed)])
+    seconds, out = timed([sys.executable, '-m', 'xagents', *XAGENTS[case], '--seed', str(seed)])
     reached = re.search(r'Reward achieved in (\d+) steps', out)
     return {'seconds': seconds, 'reached': int(reached.group(1)) if reached else None}
 

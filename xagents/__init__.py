@@ -1,5 +1,5 @@
 """xagents: deep reinforcement learning agents on TensorFlow 2, from Python or one command."""
-__version__ = '1.0.0'
+__version__ = '2.0.0'
 
 from xagents.registry import AGENTS as _AGENTS  # noqa: E402
 
@@ -14,7 +14,7 @@ def __getattr__(name: str):
 
         load_tensorflow()
         if name == 'evaluate':
-            from xagents.evaluation import evaluate
+            from xagents.training.evaluation import evaluate
             return evaluate
         return agent_class(next(agent for agent, entry in _AGENTS.items() if entry.endswith(f':{name}')))
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -2,7 +2,7 @@
 
 Adding an agent is its own package (``agent.py`` with the class, ``cli.py`` with its command-line
 face, ``models/*.cfg``, ``hyperparameters.json``) and one line in :data:`AGENTS`. Nothing below
-this module (``xagents.base``, ``xagents.utils``) imports an agent.
+this module (``xagents.agent``, ``xagents.training``, ``xagents.utils``) imports an agent.
 """
 from __future__ import annotations
 
@@ -48,16 +48,3 @@ def agent_cli(agent: str) -> ModuleType | None:
         if error.name != f'{agent_package(agent)}.cli':
             raise
         return None
-
-
-def exports(package: str):
-    """A module ``__getattr__`` for an agent package: ``from xagents.ppo import PPO`` imports the
-    agent (and TensorFlow) on first use, so the package's ``cli.py`` loads without either."""
-    def attribute(name: str):
-        for entry in AGENTS.values():
-            module, _, class_name = entry.partition(':')
-            if class_name == name and module.startswith(package + '.'):
-                return getattr(importlib.import_module(module), name)
-        raise AttributeError(f'module {package!r} has no attribute {name!r}')
-
-    return attribute

@@ -7,11 +7,12 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import REPLAY, BaseAgent, random_stream
+from xagents.agent.base import BaseAgent
 from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Output, build_model
+from xagents.utils.streams import REPLAY, random_stream
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 from xagents.utils.rmsprop import RMSpropTF1
 

@@ -1,6 +1,6 @@
 """ACER's command-line face: what ``xagents tune acer`` searches (and how), examples, and the syntax
 of its own flags; everything else about a flag comes from ACER's signature."""
-from xagents.utils.cli import COMMON_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
+from xagents.utils.tunable import COMMON_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
 
 TUNABLE = {
     **COMMON_TUNABLE, **LOSS_COEFFICIENTS_TUNABLE, 'n_steps': 'log', 'importance_c': 'log', 'delta': 'log', 'ema_alpha': 'uniform',

@@ -1,5 +1,11 @@
 """The DDPG agent: ``agent.py`` (the class), ``cli.py`` (its command-line face), ``models/``, ``hyperparameters.json``."""
-from xagents.registry import exports
 
-__getattr__ = exports(__name__)
+
+def __getattr__(name: str):
+    """``from xagents.ddpg import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
+    import xagents.ddpg.agent as agent
+
+    return getattr(agent, name)
+
+
 __all__ = ['DDPG']

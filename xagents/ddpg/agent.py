@@ -5,8 +5,8 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import OffPolicy
-from xagents.distributed import apex_exponent
+from xagents.agent.off_policy import OffPolicy
+from xagents.training.distributed import apex_exponent
 from xagents.ddpg.noise import (AdaptiveParamNoise, NormalActionNoise, OrnsteinUhlenbeckActionNoise,
                                 parse_noise_type)
 from xagents.utils.models import Output
@@ -124,17 +124,23 @@ class DDPG(OffPolicy):
         return metrics
 
     # ---------------------------------------------------------------------- learning
-    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+    def action_values(self, observations, actions):
+        return self.q_values(self.critic, observations, actions)
+
+    def next_values(self, next_observations):
+        """``min_i Q_targ_i(s', a')`` with ``a' = mu_targ(s')``, smoothed by TD3."""
         next_actions = self.target_actor(next_observations)
         if self.policy_noise_coef > 0:  # TD3's target policy smoothing
             noise = self.policy_noise_coef * self.graph_rng.normal(tf.shape(next_actions))
             next_actions = tf.clip_by_value(
                 next_actions + tf.clip_by_value(noise, -self.noise_clip, self.noise_clip), -1.0, 1.0)
-        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
-        targets = tf.stop_gradient(rewards + discounts * next_q)
+        return tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
+
+    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations))
         critic_variables = self.critic.trainable_variables
         with tf.GradientTape() as tape:
-            td_errors = self.q_values(self.critic, observations, actions) - targets
+            td_errors = self.action_values(observations, actions) - targets
             critic_loss = tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
             if self.critic_l2 > 0:
                 critic_loss += self.critic_l2 * tf.add_n(
@@ -145,8 +151,7 @@ class DDPG(OffPolicy):
         if self.policy_delay == 1 or (self.gradient_updates + 1) % self.policy_delay == 0:
             actor_variables = self.actor.trainable_variables
             with tf.GradientTape() as tape:
-                inputs = tf.concat([tf.cast(observations, tf.float32), self.actor(observations)], -1)
-                actor_loss = -tf.reduce_mean(self.q1(inputs))
+                actor_loss = -tf.reduce_mean(self.q1(self.critic_inputs(observations, self.actor(observations))))
             self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables),
                                                      actor_variables))
         metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'q': tf.reduce_mean(targets)}

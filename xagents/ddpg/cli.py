@@ -1,7 +1,7 @@
 """DDPG's command-line face: what ``xagents tune ddpg`` searches (and how), examples, and the syntax
 of its own flags; everything else about a flag comes from DDPG's signature."""
 from xagents.ddpg.noise import parse_noise_type
-from xagents.utils.cli import OFF_POLICY_TUNABLE
+from xagents.utils.tunable import OFF_POLICY_TUNABLE
 
 TUNABLE = {
     **OFF_POLICY_TUNABLE, 'noise_type': 'categorical', 'critic_l2': 'log', 'actor_model': 'categorical',

@@ -5,8 +5,8 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import OffPolicy
-from xagents.distributed import apex_exponent
+from xagents.agent.off_policy import OffPolicy
+from xagents.training.distributed import apex_exponent
 from xagents.utils.models import Output
 
 
@@ -120,16 +120,23 @@ class DQN(OffPolicy):
             return value + advantage - tf.reduce_mean(advantage, -1, keepdims=True)
         return model(observations)
 
-    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+    def action_values(self, observations, actions):
+        return tf.gather(self.q_values(self.model, observations), actions, batch_dims=1)[None]
+
+    def next_values(self, next_observations):
+        """``Q_targ(s', argmax_a' Q_pick(s', a'))``."""
         next_q = self.q_values(self.target_model, next_observations)
         if self.double:
             next_actions = tf.argmax(self.q_values(self.model, next_observations), -1)
         else:
             next_actions = tf.argmax(next_q, -1)
-        targets = rewards + discounts * tf.gather(next_q, next_actions, batch_dims=1)
+        return tf.gather(next_q, next_actions, batch_dims=1)
+
+    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+        targets = rewards + discounts * self.next_values(next_observations)
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            q = tf.gather(self.q_values(self.model, observations), actions, batch_dims=1)
+            q = self.action_values(observations, actions)[0]
             td_errors = q - tf.stop_gradient(targets)
             loss = tf.reduce_mean(weights * huber(td_errors))
         self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))

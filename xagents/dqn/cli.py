@@ -1,6 +1,6 @@
 """DQN's command-line face: what ``xagents tune dqn`` searches (and how), examples, and the syntax
 of its own flags; everything else about a flag comes from DQN's signature."""
-from xagents.utils.cli import OFF_POLICY_TUNABLE
+from xagents.utils.tunable import OFF_POLICY_TUNABLE
 
 TUNABLE = {
     **OFF_POLICY_TUNABLE, 'target_update_interval': 'log', 'epsilon_end': 'uniform',

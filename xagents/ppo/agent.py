@@ -4,7 +4,7 @@ from __future__ import annotations
 import gymnasium as gym
 import tensorflow as tf
 
-from xagents.base import OnPolicy
+from xagents.agent.on_policy import OnPolicy
 from xagents.utils.optimization import minibatch_epochs, standardized
 
 

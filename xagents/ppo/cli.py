@@ -1,6 +1,6 @@
 """PPO's command-line face: what ``xagents tune ppo`` searches (and how), examples, and the syntax
 of its own flags; everything else about a flag comes from PPO's signature."""
-from xagents.utils.cli import ON_POLICY_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
+from xagents.utils.tunable import ON_POLICY_TUNABLE, LOSS_COEFFICIENTS_TUNABLE
 
 TUNABLE = {
     **ON_POLICY_TUNABLE, **LOSS_COEFFICIENTS_TUNABLE, 'clip_range': 'uniform', 'ppo_epochs': 'uniform',

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from xagents.base import OffPolicy
+from xagents.agent.off_policy import OffPolicy
 from xagents.utils.distributions import Categorical, StateDependentNoise
 from xagents.utils.models import Output
 
@@ -36,8 +36,9 @@ class SAC(OffPolicy):
     With ``use_sde`` (generalised state-dependent exploration, Raffin et al. 2021,
     https://arxiv.org/abs/2005.05719) the noise is a function of the state rather than fresh at each
     step: ``u = mean(s) + f(s) E`` where ``f(s)`` are the actor's last hidden activations (no gradient)
-    and ``E ~ N(0, sigma^2)`` a ``(features, actions)`` matrix of learned ``log sigma``, drawn anew
-    every ``sde_sample_freq`` steps when acting and once per gradient step when learning; so
+    and ``E ~ N(0, sigma^2)`` a ``(features, actions)`` matrix of learned ``log sigma``, drawn anew at
+    the start of each collection and every ``sde_sample_freq`` steps within it when acting (as
+    Stable-Baselines3's ``collect_rollouts``), and once per gradient step when learning; so
     ``u ~ N(mean(s), f(s)^2 sigma^2)`` per action dimension.
     Discrete actions (Christodoulou 2019, https://arxiv.org/abs/1910.07207): the policy is a
     softmax and every expectation over actions is computed exactly:
@@ -86,8 +87,8 @@ class SAC(OffPolicy):
                 0.98 log(n) (the paper's) for n discrete actions.
             use_sde: Explore Box actions with generalised state-dependent noise (gSDE, Raffin et al.
                 2021); a Keras actor then returns [means, features].
-            sde_sample_freq: Env steps (per env) between new gSDE noise when acting; default: new noise
-                after each update, as Stable-Baselines3's -1.
+            sde_sample_freq: Env steps (per env) between new gSDE noise within a collection (noise is
+                always new when one starts, after each update); default: only then, as Stable-Baselines3's -1.
             log_std_init: Initial log sigma of gSDE's noise.
         """
         super().__init__(envs, lr=lr, buffer_initial_size=buffer_initial_size,
@@ -108,10 +109,7 @@ class SAC(OffPolicy):
         else:
             actor_units, q_units = (1 if use_sde else 2) * action_dim, 1
         self.actor = self.build('actor', actor_model, [Output('policy', actor_units)], features=use_sde)
-        if use_sde:
-            if len(self.actor.outputs) != 2 or self.actor.outputs[0].shape[-1] != action_dim:
-                raise ValueError(f'with use_sde the actor returns [means ({action_dim} units), features], '
-                                 f'got outputs of shapes {[tuple(output.shape) for output in self.actor.outputs]}')
+        if use_sde:  # (build checked the outputs: means, then features)
             features = self.actor.outputs[-1].shape[-1]
             self.actor.sde_log_std = self.actor.add_weight(
                 shape=(features, action_dim), initializer=tf.keras.initializers.Constant(log_std_init),
@@ -147,11 +145,6 @@ class SAC(OffPolicy):
         if deterministic:
             return np.tanh(mean)
         return np.tanh(mean + self.sde.noise(features, self.actor.sde_log_std.numpy(), self.rng))
-
-    def on_weights_changed(self) -> None:
-        super().on_weights_changed()
-        if getattr(self, 'sde', None):
-            self.sde.reset()  # new noise for the updated policy
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         outputs = self.actor(observations)
@@ -189,18 +182,40 @@ class SAC(OffPolicy):
         log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
         return tf.tanh(u), log_prob
 
+    def draw_sde_noise(self) -> tf.Tensor | None:
+        """A gSDE noise matrix of standard normals (None without gSDE): one per gradient step, as
+        Stable-Baselines3 draws it."""
+        return self.graph_rng.normal(self.actor.sde_log_std.shape) if self.use_sde else None
+
+    def action_values(self, observations, actions):
+        if self.discrete:
+            return tf.reduce_sum(self.q_values(self.critic, observations) * tf.one_hot(actions, self.n_actions), -1)
+        return self.q_values(self.critic, observations, actions)
+
+    def next_values(self, next_observations, sde_noise: tf.Tensor | None = None):
+        """Soft values ``min_i Q_targ_i(s', a') - alpha log pi(a'|s')``: of one ``a' ~ pi(.|s')`` for Box
+        actions (with gSDE, drawn with ``sde_noise``, or a matrix of its own), their expectation over
+        ``pi(.|s')`` for discrete ones."""
+        alpha = tf.exp(self.log_alpha)
+        if self.discrete:
+            next_log_probs = tf.nn.log_softmax(self.actor(next_observations))
+            next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations), 0)
+            return tf.reduce_sum(tf.exp(next_log_probs) * (next_q - alpha * next_log_probs), -1)
+        if sde_noise is None:
+            sde_noise = self.draw_sde_noise()
+        next_actions, next_log_probs = self.squashed_gaussian(next_observations, sde_noise)
+        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
+        return next_q - alpha * next_log_probs
+
     def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
         if self.discrete:
             return self.discrete_train_step(observations, actions, rewards, next_observations, discounts, weights)
         alpha = tf.exp(self.log_alpha)
-        # gSDE: one noise matrix per gradient step, as Stable-Baselines3 draws it
-        sde_noise = self.graph_rng.normal(self.actor.sde_log_std.shape) if self.use_sde else None
-        next_actions, next_log_probs = self.squashed_gaussian(next_observations, sde_noise)
-        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
-        targets = tf.stop_gradient(rewards + discounts * (next_q - alpha * next_log_probs))
+        sde_noise = self.draw_sde_noise()  # the same matrix for the target's and the actor's actions
+        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations, sde_noise))
         critic_variables = self.critic.trainable_variables
         with tf.GradientTape() as tape:
-            td_errors = self.q_values(self.critic, observations, actions) - targets
+            td_errors = self.action_values(observations, actions) - targets
             critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
         self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
                                                   critic_variables))
@@ -218,14 +233,10 @@ class SAC(OffPolicy):
     def discrete_train_step(self, observations, actions, rewards, next_observations, discounts, weights):
         """The discrete-action update (Christodoulou 2019): exact expectations over actions."""
         alpha = tf.exp(self.log_alpha)
-        next_log_probs = tf.nn.log_softmax(self.actor(next_observations))
-        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations), 0)
-        next_values = tf.reduce_sum(tf.exp(next_log_probs) * (next_q - alpha * next_log_probs), -1)
-        targets = tf.stop_gradient(rewards + discounts * next_values)
+        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations))
         critic_variables = self.critic.trainable_variables
         with tf.GradientTape() as tape:
-            q = tf.reduce_sum(self.q_values(self.critic, observations) * tf.one_hot(actions, self.n_actions), -1)
-            td_errors = q - targets
+            td_errors = self.action_values(observations, actions) - targets
             critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
         self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
                                                   critic_variables))

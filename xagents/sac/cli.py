@@ -1,6 +1,6 @@
 """SAC's command-line face: what ``xagents tune sac`` searches (and how), examples, and the syntax
 of its own flags; everything else about a flag comes from SAC's signature."""
-from xagents.utils.cli import OFF_POLICY_TUNABLE
+from xagents.utils.tunable import OFF_POLICY_TUNABLE
 
 TUNABLE = {
     **OFF_POLICY_TUNABLE, 'alpha': 'log', 'target_entropy': 'uniform', 'actor_model': 'categorical',

@@ -1,5 +1,11 @@
 """The TD3 agent: ``agent.py`` (the class), ``cli.py`` (its command-line face), ``models/``, ``hyperparameters.json``."""
-from xagents.registry import exports
 
-__getattr__ = exports(__name__)
+
+def __getattr__(name: str):
+    """``from xagents.td3 import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
+    import xagents.td3.agent as agent
+
+    return getattr(agent, name)
+
+
 __all__ = ['TD3']

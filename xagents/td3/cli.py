@@ -1,7 +1,7 @@
 """TD3's command-line face: what ``xagents tune td3`` searches (and how), examples, and the syntax
 of its own flags; everything else about a flag comes from TD3's signature."""
 from xagents.ddpg.noise import parse_noise_type
-from xagents.utils.cli import OFF_POLICY_TUNABLE
+from xagents.utils.tunable import OFF_POLICY_TUNABLE
 
 TUNABLE = {
     **OFF_POLICY_TUNABLE, 'noise_type': 'categorical', 'policy_delay': 'categorical',

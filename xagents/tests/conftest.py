@@ -31,7 +31,7 @@ def workdir(tmp_path, monkeypatch):
 @pytest.fixture
 def xagents_cli(capsys, caplog):
     """Run ``xagents ARGV`` in this process; the call returns (exit status, log + stdout, stderr)."""
-    from xagents.cli import main
+    from xagents.app.cli import main
 
     def run(*argv):
         caplog.set_level(logging.INFO)

@@ -192,8 +192,7 @@ def test_checkpoint_round_trip_resets_average(tmp_path):
     path = str(tmp_path / 'acer.tf')
     agent = ACER.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=5, quiet=True)
     agent.fit(max_steps=50)
-    agent.checkpoints = [path]
-    agent.save_models()
+    agent.save_models([path])
     other = ACER.from_env('CartPole-v1', seed=1, n_envs=2, n_steps=5, quiet=True)
     other.load_weights([path])
     observations = agent.envs.reset(seed=2)[0]

@@ -100,16 +100,23 @@ def progress_lines(caplog) -> list[tuple[float, float]]:
             if (match := pattern.search(record.getMessage())) and 'n/a' not in (match[1], match[2])]
 
 
+def windowed_best(history: pd.DataFrame, window: int = 100) -> np.ndarray:
+    """The running maximum of the mean reward over full windows: -inf until ``window`` episodes have finished."""
+    full = np.arange(len(history)) >= window - 1
+    return np.maximum.accumulate(np.where(full, history['mean_reward'], -np.inf))
+
+
 def test_best_reward_is_one_number_in_progress_lines_history_and_resume(workdir, caplog):
-    """Best = the highest mean reward after any episode: never below the mean beside it, the history's
-    running maximum of mean_reward, and carried on by a resumed run."""
+    """Best = the highest mean reward over a full window of 100 episodes: never below the mean beside it once
+    there is one, the history's running maximum of mean_reward from the 100th episode on (none before), and
+    carried on by a resumed run."""
     caplog.set_level(logging.INFO, logger='xagents')
     agent = PPO.from_env('CartPole-v1', seed=0, log_frequency=1, checkpoints=['w.tf'], history_checkpoint='h.parquet')
     agent.fit(max_steps=12_000)
     lines = progress_lines(caplog)
     assert len(lines) > 100 and all(best >= mean for mean, best in lines)
     history = pd.read_parquet('h.parquet')
-    np.testing.assert_array_equal(history['best_reward'], history['mean_reward'].cummax())
+    np.testing.assert_array_equal(history['best_reward'], windowed_best(history))
     assert lines[-1][1] == pytest.approx(history['best_reward'].iloc[-1], abs=0.005)
     resumed = PPO.from_env('CartPole-v1', seed=1, log_frequency=1, checkpoints=['w.tf'],
                            history_checkpoint='h.parquet', quiet=True)
@@ -117,7 +124,7 @@ def test_best_reward_is_one_number_in_progress_lines_history_and_resume(workdir,
     run = resumed.fit(max_steps=16_000)
     continued = pd.read_parquet('h.parquet')
     assert len(continued) > len(history)
-    np.testing.assert_array_equal(continued['best_reward'], continued['mean_reward'].cummax())
+    np.testing.assert_array_equal(continued['best_reward'], windowed_best(continued))
     assert run.best_reward == continued['best_reward'].iloc[-1]
 
 
@@ -138,8 +145,9 @@ def test_a_run_that_keeps_improving_is_never_stopped_or_slowed():
 def test_a_flat_run_is_slowed_then_stopped_after_the_stated_number_of_lines():
     agent = plateau_agent('FlatScores-v0')
     run = agent.fit(max_steps=100_000)
-    # The first line sets the best; then 2 lines without a new best halve the rate, 2 more halve it
-    # again and end training: 5 lines (episodes), inside the first rollout, which ends the run.
+    # The first line with a full window (the 10th episode) sets the best; then 2 lines without a new best
+    # halve the rate, 2 more halve it again and end training: 14 episodes, inside the first rollout, which
+    # ends the run.
     assert run.reason == 'Early stopping after 2 plateaus; best mean reward 0.00' and agent.steps == 256
     assert float(agent.optimizer.learning_rate) == pytest.approx(1e-3 * 0.25)
     assert len(run.history) == 128

@@ -181,6 +181,67 @@ def test_a_vector_env_that_resets_on_the_next_step_is_refused():
         PPO(gym.make_vec('CartPole-v1', num_envs=2), quiet=True)
 
 
+USER_ENVS = """
+import gymnasium as gym
+import numpy as np
+
+
+class Plain(gym.Env):
+    \"\"\"A user's env whose constructor takes no render_mode (Gymnasium's make passes none unless rendering).\"\"\"
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.t = 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), float(action), False, self.t >= 5, {}
+
+
+class Broken(Plain):
+    def __init__(self):
+        raise RuntimeError('no simulator licence found')
+
+
+gym.register('Plain-v0', entry_point=Plain)
+gym.register('Broken-v0', entry_point=Broken)
+"""
+
+
+@pytest.fixture
+def user_envs(workdir):
+    """``user_envs.py`` in the working directory (on the import path), registering Plain-v0 and Broken-v0."""
+    import sys
+
+    (workdir / 'user_envs.py').write_text(USER_ENVS)
+    (workdir / 'typo_envs.py').write_text('import gymnasium as gym\ngym.register("Typo-v0", entry_point=Plian)\n')
+    sys.path.insert(0, str(workdir))
+    yield workdir
+    sys.path.remove(str(workdir))
+    for name in ('user_envs', 'typo_envs'):
+        sys.modules.pop(name, None)
+
+
+def test_an_env_without_render_mode_trains_and_one_that_fails_to_build_is_one_line(user_envs, xagents_cli):
+    agent = PPO.from_env('user_envs:Plain-v0', quiet=True, n_envs=2, n_steps=8, mini_batches=2, seed=0)
+    assert agent.fit(max_steps=64).games > 0 and agent.evaluate(episodes=2).lengths.tolist() == [5, 5]
+    with pytest.raises(ValueError, match='^making user_envs:Broken-v0 failed: RuntimeError: no simulator licence found$'):
+        PPO.from_env('user_envs:Broken-v0', quiet=True)
+    status, out, err = xagents_cli('train', 'ppo', '--env', 'user_envs:Broken-v0', '--max-steps', '64')
+    assert status == 2 and err.strip().splitlines()[-1].endswith(
+        'making user_envs:Broken-v0 failed: RuntimeError: no simulator licence found') and 'Traceback' not in err + out
+    status, out, err = xagents_cli('train', 'dqn', '--env', 'typo_envs:Typo-v0', '--max-steps', '64')
+    assert status == 2 and "cannot import 'typo_envs' to make 'Typo-v0': NameError: name 'Plian' is not defined" in err
+    assert 'Traceback' not in err + out
+
+
 def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli, xagents_command):
     """``module:Env-v0`` imports the module that registers the env; --env-kwargs reach gym.make."""
     with open('my_envs.py', 'w') as file:
@@ -200,7 +261,7 @@ def test_a_users_registered_env_by_module_id_and_env_kwargs(workdir, xagents_cli
         continuous = PPO.from_env('LunarLander-v3', env_kwargs={'continuous': True}, quiet=True, n_envs=1)
         assert isinstance(continuous.envs.single_action_space, gym.spaces.Box)
         status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--env-kwargs', 'wings=2', '--max-steps', '64')
-        assert status == 2 and 'CartPole-v1 does not take env_kwargs' in err
+        assert status == 2 and "making CartPole-v1 with env_kwargs {'wings': 2} failed: TypeError" in err
         status, _, err = xagents_cli('train', 'ppo', '--env', 'no_such_module:Thing-v0', '--max-steps', '64')
         assert status == 2 and "cannot import 'no_such_module'" in err
     finally:
@@ -331,11 +392,7 @@ def test_normalisation_statistics_learn_while_collecting_and_stay_frozen_outside
 
 
 def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(trained_ppo, workdir):
-    trained_ppo.checkpoints = ['w.tf']
-    try:
-        trained_ppo.save_models()
-    finally:
-        trained_ppo.checkpoints = None
+    trained_ppo.save_models(['w.tf'])
     plain = PPO.from_env('CartPole-v1', quiet=True)
     with pytest.raises(ValueError, match=r'the model weights were trained with observation normalisation: build the '
                                          r'agent with normalize_observations \(--normalize-observations\)'):
@@ -343,11 +400,7 @@ def test_weights_trained_with_normalisation_are_refused_by_an_agent_without_it(t
 
 
 def test_the_command_line_plays_and_exports_weights_trained_with_normalisation(trained_ppo, workdir, xagents_cli):
-    trained_ppo.checkpoints = ['w.tf']
-    try:
-        trained_ppo.save_models()
-    finally:
-        trained_ppo.checkpoints = None
+    trained_ppo.save_models(['w.tf'])
     status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--max-steps', '20')
     assert status == 0 and 'Episode reward' in out, err
     status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--path', 'p.onnx',
@@ -384,3 +437,100 @@ def test_predict_takes_the_state_indices_of_a_discrete_observation_env():
     one_hot = np.eye(16, dtype=np.float32)
     assert agent.predict(state) == agent.predict(one_hot[state])
     np.testing.assert_array_equal(agent.predict(np.arange(16)), agent.predict(one_hot))
+
+
+@pytest.mark.parametrize('call, message', [
+    (lambda: PPO(gym.make('CartPole-v1'), learning_rate=1e-3), "PPO got an unexpected parameter 'learning_rate': did you mean lr?"),
+    (lambda: PPO(gym.make('CartPole-v1'), n_epochs=3), "PPO got an unexpected parameter 'n_epochs': did you mean ppo_epochs?"),
+    (lambda: PPO(gym.make('CartPole-v1'), gae_lambda=0.9), "PPO got an unexpected parameter 'gae_lambda': did you mean lam?"),
+    (lambda: PPO(gym.make('CartPole-v1'), verbose=0), "PPO got an unexpected parameter 'verbose': did you mean quiet"),
+    (lambda: PPO(gym.make('CartPole-v1'), batch_size=64),
+     "PPO got an unexpected parameter 'batch_size': did you mean mini_batches (a count: mini_batches = n_steps x n_envs / batch_size)?"),
+    (lambda: DQN(gym.make('CartPole-v1'), batch_size=64), "DQN got an unexpected parameter 'batch_size': did you mean buffer_batch_size?"),
+    (lambda: DQN(gym.make('CartPole-v1'), learning_starts=64), "DQN got an unexpected parameter 'learning_starts': did you mean buffer_initial_size?"),
+    (lambda: A2C(gym.make('CartPole-v1'), gama=0.9), "A2C got an unexpected parameter 'gama': did you mean gamma?"),
+    (lambda: A2C.from_env('CartPole-v1', ent_coef=0.0), "A2C got an unexpected parameter 'ent_coef': did you mean entropy_coef?"),
+    (lambda: PPO(gym.make('CartPole-v1'), n_envs=2), "PPO takes envs already made, and n_envs is how envs are made"),
+    (lambda: PPO('MlpPolicy', gym.make('CartPole-v1')), "agents take the env first and build their networks from .cfg files"),
+    (lambda: PPO(gym.make('CartPole-v1'), quiet=True).fit(total_timesteps=100),
+     "PPO.fit got an unexpected parameter 'total_timesteps': did you mean max_steps?"),
+    (lambda: PPO(gym.make('CartPole-v1'), quiet=True).fit(max_steps=100, callback=[]),
+     "PPO.fit got an unexpected parameter 'callback': did you mean callbacks?"),
+    (lambda: PPO(gym.make('CartPole-v1'), quiet=True).evaluate(n_eval_episodes=3),
+     "PPO.evaluate got an unexpected parameter 'n_eval_episodes'"),
+])
+def test_python_answers_a_wrong_parameter_name_as_the_command_line_does(call, message):
+    """The Stable-Baselines3 names map to xagents' in Python as they do for flags (one table for both)."""
+    with pytest.raises((TypeError, ValueError)) as error:
+        call()
+    assert message in str(error.value)
+
+
+def keras_model(inputs: int, *units: int):
+    """A user's Keras model: ``inputs`` features in, one Dense output per entry of ``units``."""
+    from xagents.utils.quiet_tensorflow import tf
+
+    observations = tf.keras.Input((inputs,))
+    hidden = tf.keras.layers.Dense(16, activation='relu')(observations)
+    outputs = [tf.keras.layers.Dense(size)(hidden) for size in units]
+    return tf.keras.Model(observations, outputs if len(outputs) > 1 else outputs[0])
+
+
+@pytest.mark.parametrize('make, message', [
+    (lambda: PPO(gym.make('CartPole-v1'), model=keras_model(4, 3, 1)),
+     "PPO's model: expected outputs policy (2 units), value (1 units), got 2 output(s) of size 3, 1"),
+    (lambda: PPO(gym.make('CartPole-v1'), model=keras_model(4, 2)),  # no value head
+     "PPO's model: expected outputs policy (2 units), value (1 units), got 1 output(s) of size 2"),
+    (lambda: DQN(gym.make('CartPole-v1'), model=keras_model(4, 3)),
+     "DQN's model: expected outputs q (2 units), got 1 output(s) of size 3"),
+    (lambda: DQN(gym.make('CartPole-v1'), model=keras_model(6, 2)),
+     "DQN's model: expected it to take observations shaped (4,), calling it failed"),
+])
+def test_a_users_keras_model_is_checked_when_the_agent_is_built(make, message):
+    with pytest.raises(ValueError) as error:
+        make()
+    assert str(error.value).startswith(message)
+    assert DQN(gym.make('CartPole-v1'), model=keras_model(4, 2), quiet=True).models['model'].name  # a fitting one is taken
+
+
+def test_a_run_and_an_evaluation_print_usefully_and_an_evaluation_unpacks_as_mean_and_std():
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, reward_buffer_size=5, quiet=True)
+    run = agent.fit(max_steps=1280)
+    assert repr(run) == (f'Run(PPO, steps=1280, games={run.games}, mean_reward={run.mean_reward:.2f}, '
+                         f'best_reward={run.best_reward:.2f}, eval_reward=n/a: Maximum steps (1280) reached; '
+                         f'best mean reward {run.best_reward:.2f})')
+    result = agent.evaluate(episodes=4)
+    mean, std = result  # as Stable-Baselines3's evaluate_policy
+    assert (mean, std) == (result.mean, result.std) == (np.mean(result.returns), np.std(result.returns))
+    assert repr(result) == (f'EvaluationResult(mean={mean:.2f}, std={std:.2f}, episodes=4, '
+                            f'mean_length={np.mean(result.lengths):.1f})')
+
+
+class Endless(gym.Env):
+    """An env whose episodes never end (no time limit of its own): one reward per step."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+def test_evaluation_cuts_episodes_that_never_end_and_says_so(caplog):
+    agent = PPO(Endless(), quiet=True, n_steps=8, seed=0)
+    result = agent.evaluate(episodes=3, env=Endless(), max_episode_steps=50)
+    assert result.lengths.tolist() == [50, 50, 50] and result.returns.tolist() == [50.0] * 3
+    assert 'Evaluation cut 3 of 3 episodes at 50 steps' in caplog.text
+    gym.register('EndlessForTest-v0', entry_point=Endless)  # an id with no max_episode_steps
+    try:
+        agent = PPO.from_env('EndlessForTest-v0', quiet=True, n_steps=8, seed=0)
+        result = agent.evaluate(episodes=2, max_episode_steps=30)  # cut inside the env, below its records
+        assert result.lengths.tolist() == [30, 30] and result.returns.tolist() == [30.0, 30.0]
+        from xagents.training.evaluation import STEP_LIMIT
+        assert STEP_LIMIT == 100_000  # the documented default where the env sets no limit
+    finally:
+        gym.registry.pop('EndlessForTest-v0')

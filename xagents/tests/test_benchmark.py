@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xagents.benchmark import SUITES, Job, bootstrap_interval, interquartile_mean, run_benchmark
+from xagents.app.benchmark import (SUITES, Job, bootstrap_interval, interquartile_mean, markdown, normalized_scores,
+                               random_score, run_benchmark, summary_table)
 
 
 def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir, xagents_cli):
@@ -118,18 +119,83 @@ def test_bootstrap_interval_agrees_with_scipy():
     assert bootstrap_interval(np.full(5, 7.0)) == (7.0, 7.0)
 
 
-@pytest.mark.parametrize('n', [4, 10, 13])
-def test_interquartile_mean_is_rliables_trimmed_mean(n):
+@pytest.mark.parametrize('shape', [(4,), (10,), (13,), (3, 5), (5, 2)])
+def test_interquartile_mean_is_rliables_trimmed_mean(shape):
     scipy_stats = pytest.importorskip('scipy.stats')
-    values = np.random.default_rng(n).normal(size=n) * 10
-    assert interquartile_mean(values) == pytest.approx(scipy_stats.trim_mean(values, 0.25))
+    scores = np.random.default_rng(len(shape) * 10 + shape[0]).normal(size=shape) * 10
+    assert interquartile_mean(scores) == pytest.approx(scipy_stats.trim_mean(scores, 0.25, axis=None))
+    batch = np.random.default_rng(1).normal(size=(7, scores.size))
+    np.testing.assert_allclose(interquartile_mean(batch, axis=1), scipy_stats.trim_mean(batch, 0.25, axis=1))
 
 
 def test_scores_are_normalised_from_a_random_policy_to_the_target():
-    from xagents.benchmark import normalized_scores, random_score
-
     randoms = {'CartPole-v1': random_score('CartPole-v1')}
     assert 10 < randoms['CartPole-v1'] < 40  # a random CartPole episode lasts ~22 steps
-    records = [{'agent': 'ppo', 'env': 'CartPole-v1', 'target': 475, 'final_eval': value}
-               for value in (475, randoms['CartPole-v1'], None)]
-    np.testing.assert_allclose(normalized_scores(records, randoms)['ppo'], [1.0, 0.0])
+    records = [{'agent': 'ppo', 'env': 'CartPole-v1', 'seed': seed, 'target': 475, 'final_eval': value}
+               for seed, value in enumerate((475, randoms['CartPole-v1'], None))]
+    np.testing.assert_allclose(normalized_scores(records, randoms)['ppo'].to_numpy(), [[1.0], [0.0]])
+
+
+def finals(agent: str, scores: dict[str, list]) -> list[dict]:
+    """Records of ``agent`` whose final evaluations are ``scores[env]`` (seed by seed, None: no evaluation);
+    a random policy scores 0 and the target is 1, so the normalised scores are the finals themselves."""
+    return [{'agent': agent, 'env': env, 'seed': seed, 'target': 1.0, 'final_eval': final}
+            for env, values in scores.items() for seed, final in enumerate(values)]
+
+
+def test_the_aggregate_interval_resamples_runs_within_each_env_as_rliable_does():
+    # One env solved on all 5 seeds, one failed on all: the IQM is ~0.5 and, the seeds being consistent,
+    # certain; pooling the 10 runs into one sample to resample made it [0.04, 0.98].
+    solved, failed = 1 + np.random.default_rng(5).normal(0, 0.05, 5), np.random.default_rng(6).normal(0, 0.05, 5)
+    records = finals('ppo', {'Solved-v0': solved.round(4), 'Failed-v0': failed.round(4)})
+    scores = np.asarray(normalized_scores(records, {'Solved-v0': 0.0, 'Failed-v0': 0.0})['ppo'])
+    low, high = bootstrap_interval(scores, interquartile_mean)
+    # rliable 1.2: get_interval_estimates({'ppo': scores}, lambda x: np.array([metrics.aggregate_iqm(x)])) over
+    # ten seeds of np.random gives [0.47172, 0.53958] (sd 0.0002, 0.0005); resampling whole seeds (rows)
+    # rather than each env's runs apart would give [0.4798, 0.5320].
+    assert low == pytest.approx(0.47172, abs=0.002) and high == pytest.approx(0.53958, abs=0.002)
+    assert interquartile_mean(scores) == pytest.approx(0.51225) and scores.shape == (5, 2)
+
+
+def test_each_resample_draws_as_many_runs_from_each_env_as_it_has():
+    scores = 10 * np.arange(4) + np.random.default_rng(0).uniform(size=(3, 4))  # env j's runs lie in [10j, 10j + 1)
+    for env in range(4):
+        runs_of_env = lambda draws, axis: ((draws >= 10 * env) & (draws < 10 * env + 1)).sum(axis)  # noqa: E731
+        assert bootstrap_interval(scores, runs_of_env, resamples=1000) == (3, 3)
+
+
+def test_the_aggregate_keeps_the_seeds_every_env_finished():
+    records = finals('sac', {'LunarLanderContinuous-v3': [0.9, 1.1, 1.0], 'BipedalWalker-v3': [0.5]})
+    records += finals('td3', {'Pendulum-v1': [1.0, None]})
+    scores = normalized_scores(records, {'LunarLanderContinuous-v3': 0, 'BipedalWalker-v3': 0, 'Pendulum-v1': 0})
+    assert list(scores['sac'].index) == [0] and sorted(scores['sac'].columns) == ['BipedalWalker-v3',
+                                                                                  'LunarLanderContinuous-v3']
+    np.testing.assert_allclose(scores['sac'].loc[0, ['LunarLanderContinuous-v3', 'BipedalWalker-v3']], [0.9, 0.5])
+    assert list(scores['td3'].index) == [0]
+
+
+def runs(steps_to_target: list, budget: int = 200_000) -> list[dict]:
+    """Finished runs' records of PPO on CartPole-v1, one a seed, reaching the target at ``steps_to_target``
+    (their last round of training passed the budget by 1,000 steps)."""
+    return [{'agent': 'ppo', 'env': 'CartPole-v1', 'seed': seed, 'target': 475, 'budget': budget, 'steps': budget + 1000,
+             'steps_to_target': steps, 'final_eval': 500.0 if steps else 100.0, 'wall_seconds': 10.0,
+             'steps_per_second': budget / 10, 'command': 'xagents train ppo --env CartPole-v1 --seed 0'}
+            for seed, steps in enumerate(steps_to_target)]
+
+
+def test_runs_that_miss_the_target_count_as_their_budget_and_make_the_steps_a_lower_bound():
+    table = summary_table(runs([40_000, None, None, None, None]))
+    assert table['reached'].iloc[0] == 1
+    assert table['steps_to_target_mean'].iloc[0] == (40_000 + 4 * 200_000) / 5
+    assert np.isnan(table['steps_to_target_ci'].iloc[0]).all()
+    text = markdown(table)
+    assert '| 1/5 | ≥ 168,000 | 180.0 (' in text and '≥: missed runs count as their budget' in text
+    assert '| 0/2 | ≥ 200,000 |' in markdown(summary_table(runs([None, None])))
+
+
+def test_steps_to_target_has_its_interval_when_every_seed_reached_it():
+    table = summary_table(runs([40_000, 60_000, 50_000]))
+    assert table['steps_to_target_mean'].iloc[0] == 50_000
+    low, high = table['steps_to_target_ci'].iloc[0]
+    assert 40_000 <= low < 50_000 < high <= 60_000
+    assert f'| 3/3 | 50,000 ({low:,.0f}–{high:,.0f}) |' in markdown(table)

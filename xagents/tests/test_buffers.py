@@ -473,3 +473,38 @@ def test_a_workers_columns_fill_alone_and_a_cut_episode_ends_its_windows_as_a_ti
     buffer.truncate()
     assert sampled_transitions(buffer) == {(1.0, 1.5, 3.0, 0.25), (2.0, 1.0, 3.0, 0.5), (10.0, 4.0, 11.0, 0.5)}
     assert set(buffer.sample(200).indices % 2) == {1}  # column 0 was never written
+
+
+def test_an_actors_estimates_give_each_window_its_n_step_td_error_as_initial_priority():
+    """Ape-X: transitions added with an actor's (Q(s, a), V(s')) enter at |Q - (R + discount * V(s'_last))|
+    + epsilon once their window is complete, whichever add completes it; a window whose first transition came
+    without estimates enters at the largest priority so far. Oracle by hand, gamma 0.5, 2-step windows,
+    alpha 1 (priority = |TD error| + epsilon):
+      obs 1 (r 1, Q 10), obs 2 (r 2, Q 20, V 6): R = 1 + 0.5 * 2 = 2,  target 2 + 0.25 * 6 = 3.5, TD  6.5
+      obs 2, obs 3 (r 4, Q 30, terminated):      R = 2 + 0.5 * 4 = 4,  target 4 (discount 0),   TD 16
+      obs 3 alone (terminated):                  R = 4,                target 4,                TD 26
+      obs 10 (no estimates), obs 11:             the largest so far,                          26
+      obs 11 (r 1, Q 5, V 2), cut by truncate:   R = 1,                target 1 + 0.5 * 2 = 2,  TD  3"""
+    space = gym.spaces.Box(-100, 100, (1,), np.float32)
+    buffer = PrioritizedReplayBuffer(40, 1, space, gym.spaces.Discrete(2), n_steps=2, gamma=0.5, seed=0, alpha=1.0)
+
+    def add(observation, reward, terminated=False, values=None):
+        buffer.add(np.array([[observation]], np.float32), np.array([0]), np.array([reward], np.float32),
+                   np.array([[observation + 1]], np.float32), np.array([terminated]), np.array([False]),
+                   values=None if values is None else np.array([[values[0]], [values[1]]]))
+
+    add(1, 1, values=(10, 4))
+    add(2, 2, values=(20, 6))
+    add(3, 4, terminated=True, values=(30, 100))
+    add(10, 1)
+    add(11, 1, values=(5, 2))
+    buffer.truncate()
+    batch = buffer.sample(400)
+    priorities = {float(o[0]): float(buffer.tree[i]) for o, i in zip(batch.observations, batch.indices)}
+    epsilon = buffer.epsilon
+    assert priorities == pytest.approx({1.0: 6.5 + epsilon, 2.0: 16 + epsilon, 3.0: 26 + epsilon,
+                                        10.0: 26 + epsilon, 11.0: 3 + epsilon})
+    assert buffer.max_priority == pytest.approx(26 + epsilon)
+    with pytest.raises(ValueError, match=r'expected values of shape \(2, 1\), got \(1,\)'):
+        buffer.add(np.zeros((1, 1)), np.zeros(1), np.zeros(1), np.zeros((1, 1)), np.zeros(1), np.zeros(1),
+                   values=np.zeros(1))

@@ -1,10 +1,12 @@
 """Runs and callbacks: the events a user's callback hears, stopping from one, and state kept off the agent."""
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from xagents import DQN, PPO
-from xagents.callbacks import Callback
+from xagents.training.callbacks import Callback
 
 
 class Recorder(Callback):
@@ -71,3 +73,28 @@ def test_run_state_lives_in_the_run_and_a_second_fit_goes_on_from_the_history():
     assert second is not first and second.start_steps == first.steps and agent.steps >= 6000
     assert second.games > first.games and second.best_reward >= first.best_reward
     assert len(agent.history) == second.games
+
+
+def test_the_best_reward_waits_for_a_full_window_of_episodes(workdir):
+    """One lucky early episode is no best: the best mean reward (progress line, history, checkpoints) is the
+    highest mean over a full reward_buffer_size window, as the target rule judges."""
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, reward_buffer_size=8, log_frequency=1,
+                         checkpoints=['w.tf'], history_checkpoint='h.parquet', quiet=True)
+    run = agent.fit(max_steps=2048)
+    frame = pd.read_parquet('h.parquet')
+    assert len(frame) > 8
+    assert np.isneginf(frame['best_reward'].iloc[:7]).all()  # fewer than 8 episodes: no best yet
+    means = frame['episode_reward'].rolling(8).mean()
+    assert np.allclose(frame['best_reward'].iloc[7:], means.iloc[7:].cummax())
+    assert run.best_reward == means.max()
+
+
+def test_before_a_full_window_the_checkpoint_holds_the_latest_weights_and_says_so(xagents_cli, workdir):
+    status, out, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '256', '--n-envs', '2',
+                                   '--n-steps', '64', '--checkpoints', 'w.tf', '--reward-buffer-size', '100')
+    assert status == 0, err
+    assert 'of the 100 episodes a best mean reward needs finished: w.tf holds the latest weights, not a best' in out
+    assert 'best reward n/a' in out
+    from xagents.utils.checkpoints import read_checkpoint
+
+    assert read_checkpoint('w.tf').steps == 256  # the weights of the run's end, beside its history

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import xagents
 from xagents.registry import AGENTS
 from xagents.utils.history import plot_history
 
@@ -15,7 +16,7 @@ from xagents.utils.history import plot_history
 def test_bare_command_prints_version_usage_and_commands(xagents_cli):
     status, out, _ = xagents_cli()
     assert status == 0
-    assert 'xagents 1.0.0' in out and 'usage: xagents <command>' in out
+    assert f'xagents {xagents.__version__}' in out and xagents.__version__ >= '2' and 'usage: xagents <command>' in out
     for command in ('train', 'play', 'export', 'plot', 'tune', 'benchmark'):
         assert any(line.split()[:1] == [command] and len(line.split()) > 1 for line in out.splitlines()), command
 
@@ -52,8 +53,8 @@ def test_callbacks_are_no_flag(xagents_cli):
 
 
 def test_agent_help_lists_every_constructor_parameter_with_default(xagents_cli):
-    from xagents.base import BaseAgent
-    from xagents.utils.cli import constructors, flags_of
+    from xagents.agent.base import BaseAgent
+    from xagents.app.flags import constructors, flags_of
 
     status, out, _ = xagents_cli('train', 'ppo')
     assert status == 0
@@ -82,7 +83,7 @@ REFERENCE_DEFAULTS = {
 @pytest.mark.parametrize('agent', list(REFERENCE_DEFAULTS))
 def test_help_shows_the_defaults_each_agent_uses(agent):
     """``xagents train AGENT -h`` shows the agent's own defaults, and a built agent trains with them."""
-    from xagents.cli import build_parser
+    from xagents.app.cli import build_parser
     from xagents.registry import agent_class
 
     env_id, defaults = REFERENCE_DEFAULTS[agent]
@@ -207,7 +208,7 @@ def test_plot_command_writes_image(xagents_cli, workdir):
 
 
 def test_every_agent_flag_has_help_text(xagents_cli):
-    from xagents.cli import agent_flags, play_flags, training_flags
+    from xagents.app.cli import agent_flags, play_flags, training_flags
 
     for agent in AGENTS:
         for flag in agent_flags(agent) + training_flags() + play_flags():
@@ -216,7 +217,7 @@ def test_every_agent_flag_has_help_text(xagents_cli):
 
 def run_without_tensorflow_check(*argv: str) -> tuple[int, bool, str]:
     """Run ``xagents ARGV`` in a fresh Python; return (exit status, whether TensorFlow got loaded, stderr)."""
-    script = ('import sys\nfrom xagents.cli import main\ntry:\n    main(sys.argv[1:])\n    code = 0\n'
+    script = ('import sys\nfrom xagents.app.cli import main\ntry:\n    main(sys.argv[1:])\n    code = 0\n'
               'except SystemExit as exit_:\n    code = exit_.code\n'
               "sys.stdout.write(f'\\n{code} {\"tensorflow\" in sys.modules}\\n')\n")
     result = subprocess.run([sys.executable, '-c', script, *argv], capture_output=True, text=True, timeout=120)
@@ -238,10 +239,10 @@ def test_help_and_flag_errors_need_no_tensorflow(argv, status):
 
 @pytest.mark.parametrize('agent', AGENTS)
 def test_flags_read_from_source_equal_the_imported_signatures(agent):
-    from xagents.base import BaseAgent
-    from xagents.cli import agent_flags, play_flags, training_flags
+    from xagents.agent.base import BaseAgent
+    from xagents.app.cli import agent_flags, play_flags, training_flags
     from xagents.registry import agent_class
-    from xagents.utils.cli import constructors, flags_of
+    from xagents.app.flags import constructors, flags_of
 
     assert agent_flags(agent) == flags_of(constructors(agent_class(agent), BaseAgent))
     assert training_flags() == flags_of([BaseAgent.__init__, BaseAgent.fit, BaseAgent.load_weights], skip={'seed'})
@@ -251,7 +252,8 @@ def test_flags_read_from_source_equal_the_imported_signatures(agent):
 @pytest.mark.parametrize('agent, flag, suggestion', [
     ('ppo', '--learning-rate', '--lr'), ('ppo', '--ent-coef', '--entropy-coef'), ('ppo', '--n-epochs', '--ppo-epochs'),
     ('ppo', '--gama', '--gamma'), ('ppo', '-n', '--max-steps'),  # RL Zoo's -n N
-    ('ppo', '--batch-size', '--mini-batches'), ('dqn', '--batch-size', '--buffer-batch-size'),
+    ('ppo', '--batch-size', '--mini-batches (a count: n_steps x n_envs / batch size)'),
+    ('dqn', '--batch-size', '--buffer-batch-size'), ('dqn', '--verbose', '--quiet'),
 ])
 def test_a_misspelt_or_sb3_named_flag_gets_a_suggestion(xagents_cli, agent, flag, suggestion):
     status, _, err = xagents_cli('train', agent, '--env', 'CartPole-v1', flag, '1')
@@ -269,7 +271,7 @@ def test_help_with_an_env_shows_the_defaults_tuned_for_it(xagents_cli):
 
 
 def test_every_play_flag_has_help(xagents_cli):
-    from xagents.cli import build_parser
+    from xagents.app.cli import build_parser
 
     for action in build_parser('play', 'ppo')._actions:
         assert action.help and action.help.strip(), action.dest
@@ -285,7 +287,7 @@ def test_a_python_script_shows_progress_and_no_tensorflow_noise(workdir):
     assert result.stderr == ''
 
 
-@pytest.mark.parametrize('module', ['xagents.utils.common', 'xagents.utils.tuning', 'xagents.base',
+@pytest.mark.parametrize('module', ['xagents.utils.common', 'xagents.app.tuning', 'xagents.agent.base',
                                     'xagents.utils.export'])
 def test_importing_a_module_the_readme_names_prints_no_tensorflow_noise(module):
     env = {key: value for key, value in os.environ.items() if key != 'TF_CPP_MIN_LOG_LEVEL'}
@@ -312,7 +314,7 @@ def test_an_atari_run_prints_neither_leak_reports_nor_the_ale_banner(workdir):
     """The command line loads ale-py before TensorFlow; frozen with TensorFlow's objects, ale-py's extension
     (nanobind) printed 'leaked 16 instances!' and more at every Atari run's exit. ALE's banner ('A.L.E: Arcade
     Learning Environment ...') printed once per env process, in the middle of progress output."""
-    result = subprocess.run([sys.executable, '-m', 'xagents.cli', 'train', 'ppo', '--env', 'PongNoFrameskip-v4',
+    result = subprocess.run([sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', 'PongNoFrameskip-v4',
                              '--n-envs', '2', '--max-steps', '256'], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert 'Maximum steps (256) reached' in result.stdout + result.stderr and 'leaked' not in result.stderr
@@ -325,7 +327,7 @@ def test_exporting_an_atari_policy_prints_no_leak_report(workdir):
                            "PPO.from_env('PongNoFrameskip-v4', n_envs=2, quiet=True).save('saved')"],
                           capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
-    result = subprocess.run([sys.executable, '-m', 'xagents.cli', 'export', 'ppo', '--env', 'PongNoFrameskip-v4',
+    result = subprocess.run([sys.executable, '-m', 'xagents', 'export', 'ppo', '--env', 'PongNoFrameskip-v4',
                              '--weights', 'saved', '--path', 'pong.onnx'], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and 'Policy written to pong.onnx' in result.stdout, result.stderr
     assert 'leaked' not in result.stderr
@@ -384,7 +386,7 @@ def test_a_misspelt_tuned_default_is_one_line(workdir):
 @pytest.mark.parametrize('agent', AGENTS)
 def test_each_agent_cli_module_gives_examples_that_parse(agent, xagents_cli):
     """An agent's cli.py is its command-line face: its examples are shown under its flags, and parse."""
-    from xagents.cli import build_parser
+    from xagents.app.cli import build_parser
     from xagents.registry import agent_cli
 
     examples = agent_cli(agent).EXAMPLES
@@ -394,3 +396,24 @@ def test_each_agent_cli_module_gives_examples_that_parse(agent, xagents_cli):
         words = example.split()
         assert words[:3] == ['xagents', 'train', agent]
         build_parser('train', agent).parse_args(words[3:])  # exits with status 2 on a flag that does not parse
+
+
+def test_an_optional_dependency_a_run_needs_is_checked_before_anything_is_made(workdir):
+    """TensorBoard made unimportable (as where its extra is not installed): one line with the command that
+    installs this xagents' extra (the package index's xagents is another project), exit 2, no folder made."""
+    script = ("import sys; sys.modules['tensorboard'] = None; from xagents.app.cli import main; "
+              "main(['train', 'ppo', '--env', 'CartPole-v1', '--tensorboard', 'tb', '--max-steps', '100'])")
+    result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "xagents train ppo: error: writing TensorBoard summaries needs the tensorboard package: pip install "
+        "'tensorboard>=2.16'"]
+    assert os.listdir('.') == []
+
+
+def test_install_commands_name_this_xagents_extras_requirements():
+    from xagents.utils.extras import install_command
+
+    assert install_command('export') == ("pip install 'tf2onnx>=1.17' 'onnx>=1.23' 'onnxruntime>=1.32' "
+                                         "'ai-edge-litert>=2.3'")
+    assert 'xagents[' not in install_command('postgres') and 'psycopg2-binary' in install_command('postgres')

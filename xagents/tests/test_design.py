@@ -10,34 +10,78 @@ import pytest
 import tensorflow as tf
 
 import xagents
-from xagents.base import OnPolicy
+from xagents.agent.on_policy import OnPolicy
 from xagents.registry import AGENTS
 
 PACKAGE = pathlib.Path(xagents.__file__).parent
-SHARED = [PACKAGE / name for name in ('base.py', 'run.py', 'callbacks.py', 'evaluation.py')] + sorted((PACKAGE / 'utils').glob('*.py'))
+MODULES = sorted(path for path in PACKAGE.rglob('*.py') if 'tests' not in path.relative_to(PACKAGE).parts)
+ALGORITHMS = sorted({entry.partition(':')[0].rsplit('.', 1)[0] for entry in AGENTS.values()})  # xagents.ppo...
+# Each layer imports only from its own and the ones before it: helpers, a run's machinery, the agents' core,
+# the algorithms, the registry of algorithms, the application (commands). Deprecated re-exports sit with
+# what they re-export.
+LAYERS = [['xagents.utils'], ['xagents.training', 'xagents.callbacks'], ['xagents.agent', 'xagents.base'],
+          ALGORITHMS, ['xagents.registry'], ['xagents.app', 'xagents.__main__', 'xagents']]
 
 
-def imports(path: pathlib.Path) -> set[str]:
-    """The modules a source file imports by name (``import a.b``, ``from a.b import c``)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+# Modules below the registry that import a module named at run time, and what they import: never an xagents module.
+NAMED_AT_RUN_TIME = {'xagents.utils.envs': "the user's env module of an id like my_envs:MyEnv-v0",
+                     'xagents.utils.export': 'the optional export packages (tf2onnx, onnxruntime, ai_edge_litert)'}
+
+
+def layer(module: str) -> int:
+    """The layer of an xagents module (the most specific prefix wins: ``xagents`` itself is the top)."""
+    matches = [(len(prefix), index) for index, prefixes in enumerate(LAYERS) for prefix in prefixes
+               if module == prefix or module.startswith(prefix + '.')]
+    return max(matches)[1]
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix('').parts
+    return '.'.join(parts[:-1] if parts[-1] == '__init__' else parts)
+
+
+def imports(path: pathlib.Path) -> tuple[set[str], bool]:
+    """The xagents modules a source file imports at run time: ``import a.b``, ``from a.b import c`` (not under
+    ``if TYPE_CHECKING``) and ``importlib.import_module('a.b')``; and whether it imports a module named at run
+    time (``import_module(name)``), which only the registry and the application may do."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and getattr(block.test, 'id', None) == 'TYPE_CHECKING' for node in ast.walk(block)}
+    found, dynamic = set(), False
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module)
-    return found
+        elif (isinstance(node, ast.Call) and getattr(node.func, 'attr', getattr(node.func, 'id', None)) == 'import_module'):
+            argument = node.args[0] if node.args else None
+            if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+                found.add(argument.value)
+            else:
+                dynamic = True
+    return {module for module in found if module == 'xagents' or module.startswith('xagents.')}, dynamic
 
 
-@pytest.mark.parametrize('path', SHARED, ids=lambda path: str(path.relative_to(PACKAGE)))
+@pytest.mark.parametrize('path', MODULES, ids=lambda path: str(path.relative_to(PACKAGE)))
 def test_arrows_point_one_way(path):
-    """utils <- run, callbacks <- base <- agents <- registry <- cli, tuning's callers: no import goes up."""
-    agent_packages = {entry.partition(':')[0].rsplit('.', 1)[0] for entry in AGENTS.values()}  # xagents.ppo...
-    above = {'xagents.registry', 'xagents.cli'} | agent_packages
-    if path.parent.name == 'utils':
-        above |= {'xagents.base', 'xagents.run', 'xagents.callbacks', 'xagents.evaluation'}
-    for module in imports(path):
-        assert not any(module == upper or module.startswith(upper + '.') for upper in above), module
-        assert module != 'xagents', 'the package root lists the agents'
+    """No module imports from a layer above its own, by name or through importlib (tests aside, every module)."""
+    own = layer(module_name(path))
+    found, dynamic = imports(path)
+    for module in found:
+        assert layer(module) <= own, f'{module_name(path)} imports {module}, a layer above it'
+    assert not dynamic or own >= layer('xagents.registry') or module_name(path) in NAMED_AT_RUN_TIME, (
+        f'{module_name(path)} imports a module named at run time')
+
+
+def test_the_layering_test_sees_importlib_imports_and_type_only_ones_apart(tmp_path):
+    source = tmp_path / 'probe.py'
+    source.write_text('import importlib\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from xagents.app import cli\n'
+                      "importlib.import_module('xagents.ppo.agent')\nname = 'x'\nimportlib.import_module(name)\n")
+    assert imports(source) == ({'xagents.ppo.agent'}, True)
+    assert layer('xagents.utils.envs') < layer('xagents.training.fit') < layer('xagents.agent.base') < layer(
+        'xagents.ppo.agent') < layer('xagents.registry') < layer('xagents.app.tuning') and len(MODULES) > 50
 
 
 class Toy(OnPolicy):
@@ -83,6 +127,7 @@ def test_ci_runs_exactly_the_test_command_the_readme_gives():
     readme = (PACKAGE.parent / 'README.md').read_text()
     section = readme.split('\n## Tests\n', 1)[1]
     command = section.split('```sh\n', 1)[1].split('\n```', 1)[0].strip()
-    assert command.startswith('python -m pytest ') and len(command.splitlines()) == 1
+    install, _, run = command.partition(' && ')  # on a fresh machine the command installs what the tests need
+    assert install.startswith('pip install ') and run.startswith('python -m pytest ') and len(command.splitlines()) == 1
     assert command in (PACKAGE.parent / '.ci' / 'run').read_text().splitlines()
     assert readme.count('pytest') == 1, 'one command in the README names the test runner'

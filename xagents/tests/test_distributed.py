@@ -19,8 +19,8 @@ os.environ['RAY_AUTH_MODE'] = 'token'
 pytest.importorskip('ray')
 
 from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO  # noqa: E402
-from xagents.callbacks import Callback  # noqa: E402
-from xagents.distributed import Worker, worker_arguments  # noqa: E402
+from xagents.training.callbacks import Callback  # noqa: E402
+from xagents.training.distributed import Worker, worker_arguments  # noqa: E402
 
 LOOPBACK = {'127.0.0.1', '::ffff:127.0.0.1', '::1'}
 
@@ -185,6 +185,63 @@ def test_every_other_agent_learns_from_two_workers(agent_class, env_id, cluster)
         assert int(agent.gradient_updates.numpy()) > 0
 
 
+def q_and_next_value(agent, batch) -> tuple[np.ndarray, np.ndarray]:
+    """``Q(s, a)`` of the first critic and the bootstrap value ``V(s')`` of a batch, written out per algorithm
+    in NumPy from the agent's networks: double DQN, DDPG, discrete SAC (expectations over actions)."""
+    observations, next_observations = agent.normalized(batch.observations), agent.normalized(batch.next_observations)
+    rows = np.arange(len(batch.actions))
+
+    def heads(model, inputs):
+        outputs = model(inputs)
+        return [np.asarray(output) for output in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
+
+    if isinstance(agent, DQN):
+        q = np.asarray(agent.model(observations))[rows, batch.actions]
+        greedy = np.asarray(agent.model(next_observations)).argmax(-1)
+        return q, np.asarray(agent.target_model(next_observations))[rows, greedy]
+    if isinstance(agent, DDPG):
+        q = heads(agent.critic, np.concatenate([observations, batch.actions], -1))[0][:, 0]
+        next_actions = np.asarray(agent.target_actor(next_observations))
+        return q, heads(agent.target_critic, np.concatenate([next_observations, next_actions], -1))[0][:, 0]
+    alpha = np.exp(agent.log_alpha.numpy())
+    q = heads(agent.critic, observations)[0][rows, batch.actions]
+    logits = np.asarray(agent.actor(next_observations), np.float64)
+    log_pi = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    next_q = np.minimum(*heads(agent.target_critic, next_observations))
+    return q, (np.exp(log_pi) * (next_q - alpha * log_pi)).sum(-1)
+
+
+@pytest.mark.parametrize('agent_class, env_id, settings', [
+    (DQN, 'CartPole-v1', {'double': True}),
+    (DDPG, 'Pendulum-v1', {}),
+    (SAC, 'CartPole-v1', {'initial_alpha': 0.3}),
+])
+def test_apex_actors_send_the_priorities_of_their_transitions(agent_class, env_id, settings, cluster):
+    """Ape-X (Horgan et al. 2018): a worker sends its transitions' estimates and each n-step window enters the
+    learner's prioritised buffer at (|TD error| + epsilon) ** alpha under the worker's copy of every network,
+    not at the running maximum. No update runs (the buffer never reaches buffer_initial_size), so the
+    learner's networks are the workers' and the oracle computes the TD errors from them: 3-step windows
+    within and across segments, cut by terminations (CartPole) and time limits (Pendulum). The learner's
+    target networks are moved away from the online ones first, so a worker must have received them too."""
+    agent = agent_class.from_env(env_id, workers=2, seed=0, ray_address=cluster, quiet=True, prioritized=True,
+                                 return_steps=3, buffer_initial_size=5000, **settings)
+    rng = np.random.default_rng(0)
+    for target, _ in agent.target_pairs:
+        target.set_weights([weight + rng.normal(0, 0.3, weight.shape) for weight in target.get_weights()])
+    agent.on_weights_changed()
+    agent.fit(max_steps=2000)
+    buffer = agent.buffer
+    assert int(agent.gradient_updates.numpy()) == 0 and buffer.steps == agent.steps >= 2000
+    batch = buffer.sample(2000)
+    q, next_values = q_and_next_value(agent, batch)
+    td_errors = q - (batch.rewards + batch.discounts * next_values)
+    stored = buffer.tree[batch.indices]
+    ends = ~np.isclose(batch.discounts, agent.gamma ** 3)  # windows an episode end cut: terminated or timed out
+    assert ends.any() and not ends.all()
+    np.testing.assert_allclose(stored, (np.abs(td_errors) + buffer.epsilon) ** buffer.alpha, rtol=1e-4, atol=1e-5)
+    assert len(np.unique(stored)) > 500 and stored.min() < 0.5 * buffer.max_priority ** buffer.alpha
+
+
 @pytest.mark.parametrize('agent_class, env_id', [(DQN, 'CartPole-v1'), (SAC, 'Pendulum-v1'), (TD3, 'Pendulum-v1'),
                                                    (PPO, 'LunarLander-v3'), (TRPO, 'CartPole-v1'), (ACER, 'CartPole-v1')])
 def test_a_worker_acts_with_the_learners_settings_and_keeps_only_what_acting_needs(agent_class, env_id):
@@ -273,9 +330,10 @@ def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagen
 
 def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(workdir):
     """Ray made unimportable (as where it is not installed): exit 2 and the pip command."""
-    script = ("import sys; sys.modules['ray'] = None; from xagents.cli import main; "
+    script = ("import sys; sys.modules['ray'] = None; from xagents.app.cli import main; "
               "main(['train', 'ppo', '--env', 'CartPole-v1', '--workers', '2', '--max-steps', '100'])")
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "pip install 'xagents[distributed]'" in lines[0]
+    assert lines == ['xagents train ppo: error: collecting with workers needs the ray package: pip install '
+                     "'ray>=2.50'"]  # this xagents' extra, not the package index's older xagents

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from xagents import A2C, PPO, SAC
+from xagents.utils.checkpoints import read_checkpoint
 from xagents.utils.history import read_history
 
-QUICK = ['--env', 'CartPole-v1', '--max-steps', '3000', '--n-envs', '2', '--seed', '0']
+QUICK = ['--env', 'CartPole-v1', '--max-steps', '3000', '--n-envs', '2', '--seed', '0', '--reward-buffer-size', '10']
 
 
 def snapshot(*paths: str) -> dict[str, bytes]:
@@ -117,7 +118,8 @@ def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, 
     """With --async-envs a terminal's Ctrl-C reaches the env workers too; here they get it first, so that one
     that stopped on it (printing its KeyboardInterrupt, failing the learner's next step: status 1) is seen."""
     command = xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10000000', '--seed', '0',
-                                 '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', *envs]
+                                 '--reward-buffer-size', '10', '--checkpoints', 'w.tf', '--history-checkpoint',
+                                 'h.parquet', *envs]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=interruptible)
     deadline = time.time() + 120
@@ -136,13 +138,32 @@ def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, 
     assert process.returncode == 130, err
     assert len(err.splitlines()) == 1, err
     (line,) = err.splitlines()
-    assert line.startswith('xagents train ppo: interrupted at step ') and line.endswith('; weights and history saved')
+    assert line.startswith('xagents train ppo: interrupted at step ')
+    assert line.endswith('; weights (w.tf) and history (h.parquet) saved')
     step = int(line.split('at step ')[1].split(';')[0])
     history = read_history('h.parquet')
     assert 0 < history['step'].iloc[-1] <= step and 'Traceback' not in out
     agent = PPO.from_env('CartPole-v1', quiet=True)
     agent.load_weights(['w.tf'])  # the weights of the best mean reward in the history
     assert agent.steps == 0 and np.isfinite(history['best_reward'].iloc[-1])
+
+
+def test_a_terminated_run_says_which_files_it_wrote_and_which_it_did_not(workdir, xagents_command):
+    """SIGTERM before any episode finished (they never end here): no weights or history were written, and the
+    line says so rather than 'weights and history saved'."""
+    command = xagents_command + ['train', 'ppo', '--env', 'MountainCar-v0', '--env-kwargs', 'max_episode_steps=100000000',
+                                 '--max-steps', '10000000', '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet',
+                                 '--tensorboard', 'tb']
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not os.path.exists('tb') and time.time() < deadline:  # made once training has started
+        time.sleep(0.05)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and len(err.splitlines()) == 1, err
+    assert err.startswith('xagents train ppo: interrupted at step ') and err.endswith('; no weights or history written\n')
+    assert not os.path.exists('w.tf') and not os.path.exists('h.parquet')
 
 
 def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command):
@@ -191,3 +212,22 @@ def test_a_python_agent_refuses_another_agents_history(workdir):
     PPO.from_env('CartPole-v1', n_envs=2, history_checkpoint='h.parquet', quiet=True).fit(max_steps=500)
     with pytest.raises(ValueError, match='h.parquet comes from a run with agent PPO, this one has A2C'):
         A2C.from_env('CartPole-v1', history_checkpoint='h.parquet', quiet=True)
+
+
+def test_a_run_with_every_output_resumes_from_its_latest_save(xagents_cli, workdir):
+    """--checkpoints, --history-checkpoint and --save-dir together: the one way on is --weights SAVE_DIR/step-N with the
+    same outputs (the save holds the optimizer, counters and random state; the best weights go on being kept)."""
+    outputs = ['--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', '--save-dir', 'sd', '--save-frequency', '1000']
+    assert xagents_cli('train', 'ppo', *QUICK, *outputs)[0] == 0
+    best = snapshot('w.tf')
+    status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'w.tf', *outputs)
+    assert status == 2 and 'save_dir sd holds the saves of another run: resume from one (--weights sd/step-...)' in err
+    status, _, err = xagents_cli('train', 'ppo', *QUICK, *outputs)
+    assert status == 2 and 'history h.parquet exists: resume its run from a save of sd (--weights sd/step-...)' in err
+    latest = sorted(name for name in os.listdir('sd') if name.startswith('step-'))[-1]
+    status, out, err = xagents_cli('train', 'ppo', *QUICK[:2], '--max-steps', '6000', '--total', '--n-envs', '2',
+                                   '--reward-buffer-size', '10', '--weights', f'sd/{latest}', *outputs)
+    assert status == 0, err
+    history = read_history('h.parquet')
+    assert history['step'].iloc[-1] > 3000 and read_checkpoint('w.tf').steps > 0  # went on, with its best weights
+    assert snapshot('w.tf') == best or history['best_reward'].iloc[-1] > history['best_reward'][history['step'] <= 3000].max()

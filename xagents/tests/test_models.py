@@ -6,7 +6,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from xagents.utils.models import CfgError, NumpyForward, Output, build_model
+import xagents
+from xagents.utils.models import CfgError, NumpyForward, Output, build_model, is_image_space
+from xagents.utils.quiet_tensorflow import tf
 
 PACKAGE = os.path.dirname(os.path.dirname(__file__))
 VECTOR_SPACE = gym.spaces.Box(-1, 1, (6,), np.float32)
@@ -117,3 +119,29 @@ def test_default_models_fall_back_along_the_class_hierarchy(agent, env_id, files
     space = IMAGE_SPACE if 'Pong' in env_id else VECTOR_SPACE
     resolved = [klass.model_file(klass.__new__(klass), role, space, None) for role in roles]
     assert [os.path.relpath(path, PACKAGE) for path in resolved] == files
+
+
+@pytest.mark.parametrize('agent_class', ['PPO', 'DQN', 'SAC', 'TD3'])
+def test_stacked_vector_observations_are_flattened_for_the_mlp_defaults(agent_class):
+    """A Box of rank > 1 that is no image (FrameStackObservation over a vector env: shape (4, n)) gets the MLP
+    defaults with its observations flattened; only uint8 height x width x channels Boxes are images."""
+    env_id = 'CartPole-v1' if agent_class in ('PPO', 'DQN') else 'Pendulum-v1'
+    env = gym.wrappers.FrameStackObservation(gym.make(env_id), 4)
+    assert env.observation_space.shape[0] == 4 and not is_image_space(env.observation_space)
+    settings = {'buffer_initial_size': 64, 'buffer_batch_size': 32} if agent_class != 'PPO' else {}
+    agent = getattr(xagents, agent_class)(env, seed=0, quiet=True, **settings)
+    model = agent.models[agent.model_roles[0]]
+    observations = np.stack([env.observation_space.sample() for _ in range(5)])
+    keras_outputs = [np.asarray(output) for output in tf.nest.flatten(model(observations))]
+    for numpy_output, keras_output in zip(agent.forwards[0](observations), keras_outputs):
+        np.testing.assert_allclose(numpy_output, keras_output, rtol=1e-5, atol=1e-5)  # the NumPy mirror flattens too
+    run = agent.fit(max_steps=512)
+    assert run.steps >= 512 and all(np.isfinite(value) for value in run.metrics.values())
+    assert agent.predict(observations[0]).shape == env.action_space.shape
+
+
+def test_only_uint8_boxes_of_three_dimensions_are_images():
+    assert is_image_space(gym.spaces.Box(0, 255, (84, 84, 4), np.uint8))
+    assert not is_image_space(gym.spaces.Box(-1, 1, (84, 84, 4), np.float32))
+    assert not is_image_space(gym.spaces.Box(0, 255, (4, 4), np.uint8))
+    assert not is_image_space(gym.spaces.Box(0, 10, (7, 7, 3), np.uint8))  # ids, not pixels

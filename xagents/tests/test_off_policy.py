@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xagents.base import polyak_update
+from xagents.agent.off_policy import polyak_update
 from xagents.ddpg import DDPG
 from xagents.ddpg.noise import OrnsteinUhlenbeckActionNoise, parse_noise_type
 from xagents.dqn import DQN
+from xagents.ppo import PPO
 from xagents.sac import SAC
 from xagents.td3 import TD3
 from xagents.utils.envs import create_envs
@@ -275,21 +276,53 @@ def test_sde_acting_noise_has_the_distribution_the_updates_assume():
     np.testing.assert_allclose(u.std(0), np.sqrt(features ** 2 @ sigma ** 2)[0], rtol=0.03)
 
 
-def test_sde_noise_is_held_between_updates_or_for_sde_sample_freq_steps():
+def test_sde_noise_is_held_within_a_collection_or_for_sde_sample_freq_steps():
     observations = np.repeat(np.random.default_rng(5).normal(size=(1, 8)).astype(np.float32), 2, 0)
     agent = sde_agent()
     first = agent.explore(observations)
     assert not np.allclose(first[0], first[1])  # each env its own noise
     np.testing.assert_array_equal(agent.explore(observations), first)  # the same state, the same action
-    agent.on_weights_changed()  # after an update: new noise
+    agent.start_collection()  # after an update: new noise
     assert not np.allclose(agent.explore(observations), first)
     agent = sde_agent(sde_sample_freq=2)
     actions = [agent.explore(observations) for _ in range(5)]
     np.testing.assert_array_equal(actions[0], actions[1])
     assert not np.allclose(actions[1], actions[2])
     np.testing.assert_array_equal(actions[2], actions[3])
-    agent.on_weights_changed()  # a sample frequency holds the noise across updates
-    np.testing.assert_array_equal(agent.explore(observations), actions[4])
+    agent.start_collection()  # a collection starts with new noise, sample frequency or not
+    assert not np.allclose(agent.explore(observations), actions[4])
+
+
+def draws_of(agent) -> list[int]:
+    """Record the agent's vector step (env steps // n_envs) at each new gSDE noise matrix while it trains."""
+    draws, noise, held = [], agent.sde.noise, []
+
+    def recording(*args):
+        result = noise(*args)
+        if not held or agent.sde.matrices is not held[-1]:
+            draws.append(agent.steps // agent.envs.num_envs)
+            held.append(agent.sde.matrices)
+        return result
+
+    agent.sde.noise = recording
+    return draws
+
+
+@pytest.mark.parametrize('make, collection', [
+    (lambda: PPO.from_env('Pendulum-v1', seed=0, n_envs=2, n_steps=10, mini_batches=2, use_sde=True, sde_sample_freq=4,
+                          quiet=True), 10),
+    (lambda: SAC.from_env('Pendulum-v1', seed=0, use_sde=True, sde_sample_freq=4, buffer_initial_size=20,
+                          buffer_batch_size=8, start_steps=0, update_every=10, gradient_steps=1, quiet=True), 10),
+])
+def test_sde_noise_is_drawn_at_the_start_of_each_collection_then_every_sample_freq_steps(make, collection):
+    """As Stable-Baselines3's collect_rollouts: the noise comes from the sigma of the latest update (the one the
+    collected log-probabilities use), then is redrawn every sde_sample_freq steps counted from the collection's
+    start."""
+    agent = make()
+    draws = draws_of(agent)
+    agent.fit(max_steps=60 * agent.envs.num_envs)
+    assert sorted({step % collection for step in draws}) == [0, 4, 8]
+    assert len(draws) == 3 * 6
 
 
 def test_sde_sigma_is_trained_and_checkpointed(workdir):
@@ -309,7 +342,8 @@ def test_sde_sigma_is_trained_and_checkpointed(workdir):
 def test_sde_needs_box_actions_and_an_actor_with_features():
     with pytest.raises(ValueError, match='use_sde explores Box actions'):
         SAC.from_env('CartPole-v1', use_sde=True)
-    with pytest.raises(ValueError, match=r'with use_sde the actor returns \[means \(1 units\), features\]'):
+    with pytest.raises(ValueError, match=r"SAC's actor: expected outputs policy \(1 units\), features \(the last hidden "
+                                         r'activations, for gSDE\), got 1 output\(s\) of size 1'):
         SAC(create_envs('Pendulum-v1'), linear(3, np.zeros((3, 1))), use_sde=True)
 
 
@@ -636,7 +670,7 @@ def test_fit_never_changes_a_hyperparameter():
     """Per-run state must not overwrite a constructor parameter of the same name (start_steps once did)."""
     import inspect
 
-    from xagents.utils.cli import constructors
+    from xagents.app.flags import constructors
 
     agent = TD3.from_env('Pendulum-v1', seed=0, quiet=True, start_steps=700, buffer_initial_size=600,
                          buffer_batch_size=64)

@@ -257,12 +257,12 @@ def test_sde_actions_spread_as_the_updates_assume_and_are_held_through_a_rollout
     std = np.sqrt(features[0].astype(np.float64) ** 2 @ sigma ** 2)
     np.testing.assert_allclose(actions.mean(0), mean[0], atol=0.02)
     np.testing.assert_allclose(actions.std(0), std, rtol=0.03)
-    # Each env holds its noise: the same state, the same action, until the next update.
+    # Each env holds its noise: the same state, the same action, until the next collection.
     (mean, features), _ = agent.forward(np.repeat(observation, 2, 0))
     first, _ = agent.sample_actions((mean, features))
     assert not np.allclose(first[0], first[1])
     np.testing.assert_array_equal(agent.sample_actions((mean, features))[0], first)
-    agent.on_weights_changed()
+    agent.start_collection()
     assert not np.allclose(agent.sample_actions((mean, features))[0], first)
 
 

@@ -1,8 +1,9 @@
 """xagents tune: search spaces of every agent, the embedded study and its resume, pruning,
-bad input, and two workers sharing one PostgreSQL study."""
+bad input, storages that are not a study's, and two workers sharing one PostgreSQL study."""
 import os
 import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,11 +16,13 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from xagents.cli import tune_parser
+from xagents.app.cli import tune_parser
 from xagents.registry import AGENTS, agent_class
-from xagents.utils import tuning
+from xagents.app import search_space as search_space_module
+from xagents.app import study, tuning
 
 TINY = ['--env', 'CartPole-v1', '--trial-steps', '2000', '--n-reports', '2']
+ONE_SHORT_TRIAL = ['--env', 'CartPole-v1', '--trial-steps', '500', '--n-reports', '1', '--n-trials', '1']
 POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',
                               'postgresql://xagents:tune-secret@127.0.0.1:5432/xagents_tests')
 
@@ -27,23 +30,23 @@ POSTGRES_URL = os.environ.get('XAGENTS_TEST_POSTGRES_URL',
 @pytest.mark.parametrize('agent', AGENTS)
 def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
     klass = agent_class(agent)
-    flags, scales = tuning.hyperparameter_flags(klass), tuning.tunable(klass)
+    flags, scales = search_space_module.hyperparameter_flags(klass), search_space_module.tunable(klass)
     assert 'lr' in scales and scales['lr'] == 'log'
     for name, scale in scales.items():
         flag = flags[name]
         if scale == 'categorical':
             words = {'bool': ['true', 'false'], 'str': ['a.cfg', 'b.cfg']}.get(flag.kind, ['1', '2', '3'])
-            expected = CategoricalDistribution(tuple(tuning._convert(flag, word) for word in words))
+            expected = CategoricalDistribution(tuple(search_space_module._convert(flag, word) for word in words))
         else:
             words = ['2', '8'] if flag.kind == 'int' else ['0.01', '0.5']
             kind = IntDistribution if flag.kind == 'int' else FloatDistribution
             expected = kind(float(words[0]), float(words[1]), log=scale == 'log')
-        space = tuning.search_space(klass, {name: tuning.cli_search_value(flag, words)})
+        space = search_space_module.search_space(klass, {name: search_space_module.cli_search_value(flag, words)})
         assert space.distributions == {name: expected}, name
         assert space.fixed == {}
     # one value fixes any flag; comma-separated values are choices even when there are two
     words = {'lr': ['1e-3', '1e-2'], 'gamma': ['0.98'], 'n_envs': ['4,8']}
-    space = tuning.search_space(klass, {name: tuning.cli_search_value(flags[name], value) for name, value in words.items()})
+    space = search_space_module.search_space(klass, {name: search_space_module.cli_search_value(flags[name], value) for name, value in words.items()})
     assert space.fixed == {'gamma': 0.98}
     assert space.distributions == {'lr': FloatDistribution(1e-3, 1e-2, log=True),
                                    'n_envs': CategoricalDistribution((4, 8))}
@@ -52,7 +55,7 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
     helps = {action.dest: action.help for action in tune_parser(agent)._actions
              if action.help != '==SUPPRESS=='}  # not the hidden old names of renamed flags
     for name, scale in scales.items():
-        assert f'{flags[name].option} ' in out and f'[{tuning.SCALES[scale]}]' in helps[name], name
+        assert f'{flags[name].option} ' in out and f'[{search_space_module.SCALES[scale]}]' in helps[name], name
 
 
 @pytest.mark.parametrize('search, message', [
@@ -71,7 +74,7 @@ def test_every_agent_declares_tunable_flags_that_parse(agent, xagents_cli):
 ])
 def test_bad_search_spaces_are_refused(search, message):
     with pytest.raises(ValueError) as error:
-        tuning.search_space(agent_class('ppo'), search)
+        search_space_module.search_space(agent_class('ppo'), search)
     assert message in str(error.value)
 
 
@@ -177,12 +180,14 @@ def test_ctrl_c_stops_cleanly_leaving_completed_trials_and_no_running_one(workdi
 
 @pytest.fixture
 def existing_study(workdir):
-    """A study file made by an earlier search of lr (log range) and n_steps (choices 32, 64)."""
+    """A study file made by an earlier search of lr (log range) and n_steps (choices 32, 64), with
+    --grad-norm 0.7."""
     storage = JournalStorage(JournalFileBackend(str(workdir / 'ppo-CartPole-v1.journal.log')))
     study = optuna.create_study(study_name='ppo-CartPole-v1', storage=storage, direction='maximize')
     study.set_user_attr('agent', 'ppo')
     study.set_user_attr('env', 'CartPole-v1')
     study.set_user_attr('trial_steps', 2000)
+    study.set_user_attr('fixed', {'grad_norm': 0.7})
     study.add_trial(optuna.trial.create_trial(
         params={'lr': 1e-3, 'n_steps': 32}, value=100.0,
         distributions={'lr': FloatDistribution(1e-4, 1e-2, log=True), 'n_steps': CategoricalDistribution((32, 64))},
@@ -204,6 +209,16 @@ def existing_study(workdir):
     (['--n-steps', '32', '64', '128'], "study 'ppo-CartPole-v1' searched --n-steps as choices 32,64, got choices "),
     (['--lr', '1e-4', '1e-2', '--trial-steps', '1000'],
      "study 'ppo-CartPole-v1' scored its trials with --trial-steps 2000, got 1000: keep it, or choose another --study"),
+    (['--lr', '1e-4', '1e-2', '--grad-norm', '0.7', '--gamma', '0.9'],
+     ("study 'ppo-CartPole-v1' trained its trials with no --gamma (its default: 0.98), got --gamma 0.9: "
+      'resume it with the same flags, or choose another --study')),
+    (['--lr', '1e-4', '1e-2', '--grad-norm', '0.5'],
+     "study 'ppo-CartPole-v1' trained its trials with --grad-norm 0.7, got --grad-norm 0.5: resume it"),
+    (['--lr', '1e-4', '1e-2'], "study 'ppo-CartPole-v1' trained its trials with --grad-norm 0.7, got no --grad-norm"),
+    (['--lr', '1e-4', '1e-2', '--grad-norm', '0.5', '1'],
+     'with --grad-norm 0.7, got --grad-norm searched as a log-uniform range: resume it'),
+    (['--lr', '1e-3', '--grad-norm', '0.7', '--n-steps', '32,64'],
+     "study 'ppo-CartPole-v1' trained its trials with --lr searched as a log-uniform range, got --lr 0.001: resume"),
     (['--lr', '1e-4', '1e-2', '--pruner', 'sometimes'], "expected pruner median, halving, none, got 'sometimes'"),
     (['--lr', '1e-4', '1e-2', '--env', 'NoSuchEnv-v0'], "unknown environment id 'NoSuchEnv-v0'"),
     (['--lr', '1e-4', '1e-2', '--clip-range', '-1'], 'expected clip_range > 0, got -1.0'),
@@ -214,11 +229,73 @@ def existing_study(workdir):
 ])
 def test_bad_input_is_one_line_status_2_and_leaves_the_study_untouched(existing_study, xagents_cli, flags, message):
     before = existing_study.read_bytes()
-    status, _, err = xagents_cli('tune', 'ppo', *TINY, *flags)
+    status, _, err = xagents_cli('tune', 'ppo', *TINY, '--n-trials', '1', *flags)  # a regression trains one trial
     assert status == 2
     assert err.count('\n') == 1 and err.startswith('xagents tune ppo: error: '), err
     assert message in err
     assert 'hunter2' not in err
+    assert existing_study.read_bytes() == before
+
+
+def test_a_study_resumed_with_the_same_fixed_values_runs_and_with_others_is_refused(workdir, xagents_cli):
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2', '--gamma', '0.95')
+    assert status == 0, err
+    journal = workdir / 'ppo-CartPole-v1.journal.log'
+    before = journal.read_bytes()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2', '--gamma', '0.9')
+    assert (status, err) == (2, "xagents tune ppo: error: study 'ppo-CartPole-v1' trained its trials with --gamma "
+                                '0.95, got --gamma 0.9: resume it with the same flags, or choose another --study\n')
+    assert journal.read_bytes() == before
+    # --lam 0.8 is CartPole's default: the same setting as no --lam
+    status, out, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2', '--gamma', '0.95',
+                                   '--lam', '0.8')
+    assert status == 0, err
+    assert 'trial 1 COMPLETE' in out
+
+
+def test_a_sqlite_file_of_another_application_is_refused_before_anything_is_written(workdir, xagents_cli):
+    with sqlite3.connect('app.db') as connection:
+        connection.execute('CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)')
+        connection.execute("INSERT INTO users VALUES (1, 'ada')")
+    connection.close()
+    before = (workdir / 'app.db').read_bytes()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2',
+                                 '--storage', 'sqlite:///app.db')
+    assert (status, err) == (2, 'xagents tune ppo: error: expected an Optuna database at sqlite:///app.db, got a '
+                                'SQLite file with other tables (users): give a new file, e.g. sqlite:///app-optuna.db\n')
+    assert (workdir / 'app.db').read_bytes() == before
+    assert os.listdir(workdir) == ['app.db']  # no journal or lock file beside it either
+
+
+def test_an_empty_sqlite_file_becomes_an_optuna_study(workdir, xagents_cli):
+    (workdir / 'study.db').touch()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2',
+                                 '--storage', 'sqlite:///study.db')
+    assert status == 0, err
+    study.check_sqlite('sqlite:///study.db', 'study.db')  # the Optuna-made file passes its own check
+    made = optuna.load_study(study_name='ppo-CartPole-v1', storage='sqlite:///study.db')
+    assert [trial.state for trial in made.trials] == [TrialState.COMPLETE]
+
+
+def test_a_journal_path_that_is_a_directory_is_one_line(workdir, xagents_cli):
+    (workdir / 'ppo-CartPole-v1.journal.log').mkdir()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2')
+    assert (status, err) == (2, f'xagents tune ppo: error: cannot use {workdir}/ppo-CartPole-v1.journal.log as the '
+                                'study journal: Is a directory (move it, or choose another --study)\n')
+    assert os.listdir(workdir / 'ppo-CartPole-v1.journal.log') == []
+
+
+@pytest.mark.parametrize('damage', [b'\0' * 40, b'[1, 2]', b'{"op_code": 5, "worker_id": "x", "tri'],
+                         ids=['zeroed', 'json-but-no-record', 'cut-short'])
+def test_a_journal_damaged_before_its_last_line_is_refused_and_left_as_it_is(existing_study, xagents_cli, damage):
+    lines = existing_study.read_bytes().splitlines(keepends=True)
+    lines[2] = damage + b'\n'
+    existing_study.write_bytes(b''.join(lines) + b'{"op_code": 5, "wor')  # and a last record torn by a kill
+    before = existing_study.read_bytes()
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2', '--grad-norm', '0.7')
+    assert (status, err) == (2, f'xagents tune ppo: error: expected an Optuna journal in {existing_study}, got a '
+                                'damaged record at line 3: restore the file from a copy, or choose another --study '
+                                '(the file was left as it is)\n')
     assert existing_study.read_bytes() == before
 
 
@@ -234,7 +311,7 @@ def postgres_url():
     try:
         psycopg2.connect(POSTGRES_URL, connect_timeout=5).close()
     except psycopg2.OperationalError as error:
-        reason = f'no PostgreSQL at {tuning.mask_url(POSTGRES_URL)} (run .ci/postgres.sh): {error}'.strip()
+        reason = f'no PostgreSQL at {study.mask_url(POSTGRES_URL)} (run .ci/postgres.sh): {error}'.strip()
         if 'XAGENTS_TEST_POSTGRES_URL' in os.environ:
             pytest.fail(reason)
         pytest.skip(reason)
@@ -275,7 +352,7 @@ def test_a_journal_whose_last_record_was_cut_by_a_kill_still_loads(existing_stud
     with open(existing_study, 'ab') as file:
         file.write(b'{"op_code": 5, "worker_id": "x", "trial_id": 0, "par')  # a write cut short
     status, out, err = xagents_cli('tune', 'ppo', *TINY, '--lr', '1e-4', '1e-2', '--n-steps', '32,64',
-                                   '--n-trials', '2')
+                                   '--grad-norm', '0.7', '--n-trials', '2')
     assert status == 0, err
     assert 'ended with a partial record (52 bytes) from an interrupted write: dropped it' in out + err
     assert existing_study.read_bytes().startswith(whole)
@@ -291,7 +368,7 @@ def test_a_search_in_which_no_trial_completes_exits_with_status_1(workdir, xagen
 
 def test_a_python_script_shows_the_trial_lines_and_the_best(workdir):
     script = ("from xagents import PPO\n"
-              "from xagents.utils.tuning import tune\n"
+              "from xagents.app.tuning import tune\n"
               "tune(PPO, 'CartPole-v1', {'lr': (1e-4, 1e-2)}, n_trials=1, trial_steps=500, n_reports=1)\n")
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

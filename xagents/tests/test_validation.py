@@ -6,9 +6,9 @@ import inspect
 import pytest
 
 import xagents
-from xagents.base import BaseAgent
+from xagents.agent.base import BaseAgent
 from xagents.registry import AGENTS, agent_class
-from xagents.utils.cli import constructors
+from xagents.app.flags import constructors
 from xagents.utils.envs import create_envs
 from xagents.utils.validation import KINDS, check_value
 

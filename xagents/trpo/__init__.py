@@ -1,5 +1,11 @@
 """The TRPO agent: ``agent.py`` (the class), ``cli.py`` (its command-line face), ``models/``, ``hyperparameters.json``."""
-from xagents.registry import exports
 
-__getattr__ = exports(__name__)
+
+def __getattr__(name: str):
+    """``from xagents.trpo import ...`` imports the agent (and TensorFlow) on first use: ``cli.py`` loads without."""
+    import xagents.trpo.agent as agent
+
+    return getattr(agent, name)
+
+
 __all__ = ['TRPO']

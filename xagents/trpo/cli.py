@@ -1,6 +1,6 @@
 """TRPO's command-line face: what ``xagents tune trpo`` searches (and how), examples, and the syntax
 of its own flags; everything else about a flag comes from TRPO's signature."""
-from xagents.utils.cli import ON_POLICY_TUNABLE
+from xagents.utils.tunable import ON_POLICY_TUNABLE
 
 TUNABLE = {
     **ON_POLICY_TUNABLE, 'max_kl': 'log', 'cg_iterations': 'uniform', 'cg_damping': 'log',

@@ -103,6 +103,7 @@ class _Window(NamedTuple):
     discounts: np.ndarray  # (batch,) float64
     observation_rows: np.ndarray  # (batch, stack_size) rows of the observation's frames
     next_rows: np.ndarray  # (batch, stack_size) rows of the next observation's frames
+    last_rows: np.ndarray  # (batch,) rows of the window's last transitions
 
 
 class _ObservationStore:
@@ -437,7 +438,7 @@ class ReplayBuffer:
         last_rows, last_ok = self._history(last, envs, stamps + steps - 1)
         # The next observation's stack is the last step's stack shifted by one frame.
         next_rows = np.concatenate([last_rows[:, 1:], next_row[:, None]], axis=1)
-        return _Window(ok & history_ok & last_ok, returns, discounts, observation_rows, next_rows)
+        return _Window(ok & history_ok & last_ok, returns, discounts, observation_rows, next_rows, last)
 
     def _history(self, rows: np.ndarray, envs: np.ndarray,
                  stamps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -533,8 +534,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     Transition ``i`` is sampled with probability ``P(i) = p_i ** alpha / sum_k p_k ** alpha``, with
     ``p_i = |td_error_i| + epsilon`` after ``update_priorities``, or the largest ``p`` seen so far
-    when it is stored. Importance weights ``w_i = (N * P(i)) ** -beta / max_j w_j`` are
-    normalised by the batch's largest weight (as Dopamine's Rainbow does), so ``N`` cancels.
+    when it is stored (unless it came with an actor's estimates, see ``add``). Importance weights
+    ``w_i = (N * P(i)) ** -beta / max_j w_j`` are normalised by the batch's largest weight (as
+    Dopamine's Rainbow does), so ``N`` cancels.
     ``beta`` grows linearly from its initial value to 1 over ``beta_steps`` added transitions.
 
     Storage, n-step returns and frame stacks are those of ``ReplayBuffer`` (this class only
@@ -577,6 +579,9 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         self.epsilon = epsilon
         self.max_priority = 1.0
         self.tree = SumTree(self._rows * n_envs)
+        # An actor's (Q(s, a), V(s')) of each transition, where it sent them (see add).
+        self._estimates = np.zeros((self._rows, n_envs, 2), np.float32)
+        self._estimated = np.zeros((self._rows, n_envs), bool)
 
     @property
     def beta(self) -> float:
@@ -587,15 +592,30 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     @property
     def nbytes(self) -> int:
         """Bytes held by the storage arrays and the sum tree."""
-        return super().nbytes + self.tree.nbytes
+        return super().nbytes + self.tree.nbytes + self._estimates.nbytes + self._estimated.nbytes
 
     def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
             next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-            columns: slice | None = None) -> None:
-        """Store one vector step (see ``ReplayBuffer.add``) and give completed windows priority."""
+            columns: slice | None = None, values: np.ndarray | None = None) -> None:
+        """Store one vector step (see ``ReplayBuffer.add``) and give completed windows priority.
+
+        Args:
+            values: ``(2, n)``, an actor's estimates for these transitions: the ``Q(s, a)`` it learns and
+                the value ``V(s')`` its target bootstraps from (``target = r + discount * V(s')``). A
+                window starting and ending in transitions that came with them enters at the priority
+                of its n-step TD error, ``|Q(s, a) - (R + discount * V(s'_last))| + epsilon``, as Ape-X
+                actors compute it (Horgan et al. 2018, https://arxiv.org/abs/1803.00933); other windows
+                at the largest priority seen so far.
+        """
         envs = self._envs if columns is None else self._envs[columns]
         positions = self._positions[envs]
+        if values is not None:
+            values = self._check_array('values', values, (2, len(envs)))
         super().add(observations, actions, rewards, next_observations, terminated, truncated, columns)
+        rows = positions % self._rows
+        self._estimated[rows, envs] = values is not None
+        if values is not None:
+            self._estimates[rows, envs] = values.T
         n = self.n_envs
         # The two slots written per env leave the tree (a transition's slot re-enters below when
         # its window is complete), then transitions of the last n_steps adds whose window this
@@ -607,8 +627,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         unset = (self.tree[candidates] == 0) | np.isin(candidates, written)
         fresh = candidates[self._valid(candidates) & unset]
         self.tree.update(np.concatenate([written, fresh]),
-                         np.concatenate([np.zeros(len(written)),
-                                         np.full(len(fresh), self.max_priority ** self.alpha)]))
+                         np.concatenate([np.zeros(len(written)), self._initial_priorities(fresh)]))
 
     def truncate(self, columns: slice | None = None) -> np.ndarray:
         """End the episodes in progress (see ``ReplayBuffer.truncate``); the windows the cut completes
@@ -617,8 +636,25 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         last = self._positions[envs] - 2  # the cut episode's last transition
         candidates = (((last - np.arange(self.n_steps)[:, None]) % self._rows) * self.n_envs + envs).ravel()
         fresh = candidates[self._valid(candidates) & (self.tree[candidates] == 0)]
-        self.tree.update(fresh, self.max_priority ** self.alpha)
+        self.tree.update(fresh, self._initial_priorities(fresh))
         return envs
+
+    def _initial_priorities(self, indices: np.ndarray) -> np.ndarray:
+        """``priority ** alpha`` of transitions whose windows are complete: from the estimates stored
+        with the window's first and last transitions (see ``add``), else the largest priority seen."""
+        rows, envs = indices // self.n_envs, indices % self.n_envs
+        priorities = np.full(len(indices), self.max_priority)
+        estimated = np.flatnonzero(self._estimated[rows, envs])  # the local path stops here
+        if len(estimated):
+            rows, envs = rows[estimated], envs[estimated]
+            window = self._window(rows, envs)
+            td_errors = self._estimates[rows, envs, 0] - (
+                window.returns + window.discounts * self._estimates[window.last_rows, envs, 1])
+            known = self._estimated[window.last_rows, envs]
+            priorities[estimated[known]] = np.abs(td_errors[known]) + self.epsilon
+            if known.any():
+                self.max_priority = max(self.max_priority, float(priorities.max()))
+        return priorities ** self.alpha
 
     def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
         """Sample transitions in proportion to their priority, each minibatch stratified.

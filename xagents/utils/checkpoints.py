@@ -28,8 +28,16 @@ def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
     if optimizer is not None:
         arrays.update({f'optimizer/{i}': v.numpy() for i, v in enumerate(optimizer.variables)})
     arrays.update({f'counter/{name}': np.asarray(value) for name, value in counters.items()})
+    for name, value in arrays.items():  # the last good file stays: a poisoned model is never saved over it
+        if value.dtype.kind == 'f' and not np.isfinite(value).all():
+            raise NonFiniteError(f'refused to write {path}: {name} holds non-finite values (nan or inf)')
     with atomic_write(path) as file:
         np.savez(file, **arrays)
+
+
+class NonFiniteError(ArithmeticError):
+    """Training produced a non-finite number (weights, a loss): the run stops, and the files on disk stay those
+    of the last good point."""
 
 
 @dataclasses.dataclass

@@ -102,7 +102,9 @@ class StateDependentNoise:
     activations ``(B, F)`` and ``E`` a ``(F, d)`` matrix of ``N(0, sigma^2)`` entries, ``log sigma``
     learned. While ``E`` is held, the same state gives the same action; over draws of ``E`` the
     actions are Gaussian with ``std^2 = f(s)^2 sigma^2`` per action dimension. Each env acts with a
-    matrix of its own, drawn anew every ``sample_freq`` steps or, without one, at :meth:`reset`.
+    matrix of its own, drawn at the start of every collection (:meth:`reset`, so that it comes from the
+    sigma the collected log-probabilities use) and then every ``sample_freq`` steps within it, as
+    Stable-Baselines3's ``collect_rollouts`` does.
     """
 
     EPSILON = 1e-6  # added to the variance, as Stable-Baselines3 does
@@ -133,9 +135,8 @@ class StateDependentNoise:
         return np.einsum('bf,bfa->ba', features, self.matrices)
 
     def reset(self) -> None:
-        """New matrices at the next step unless a sample frequency holds them (after each update)."""
-        if not self.sample_freq:
-            self.matrices = None
+        """New matrices at the next step, and ``sample_freq`` counted from it: a collection starts."""
+        self.matrices = None
 
 
 def distribution_for(space: gym.Space) -> Categorical | DiagGaussian:

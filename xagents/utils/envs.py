@@ -12,6 +12,7 @@ per lost life).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -29,6 +30,49 @@ from xagents.utils.validation import validated
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+
+
+class EnvError(RuntimeError):
+    """An env failed while it ran: it raised, or returned a non-finite or malformed value. The run stops there,
+    before the value reaches an update; the files written before are those of the last good point."""
+
+
+def env_name(envs: gym.vector.VectorEnv) -> str:
+    """How messages name ``envs``: the id they were made from, else the env's class."""
+    settings = envs.metadata.get('xagents') or {}
+    if settings.get('env_id'):
+        return settings['env_id']
+    spec = getattr(envs, 'spec', None)
+    return spec.id if spec is not None else type(getattr(envs, 'envs', [envs])[0].unwrapped).__name__
+
+
+@contextlib.contextmanager
+def env_call(envs: gym.vector.VectorEnv, call: str, step: int | None):
+    """Turn an exception raised by the envs' ``call`` at env step ``step`` (None: outside training) into one
+    :class:`EnvError` naming the env, the call and the error (an async worker's own error lines are not
+    printed: this one says it)."""
+    level = gym.logger.min_level
+    gym.logger.min_level = gym.logger.ERROR + 1 if isinstance(envs, gym.vector.AsyncVectorEnv) else level
+    try:
+        yield
+    except Exception as error:
+        hint = (' (step returns an observation of the observation space\'s shape and a number as reward)'
+                if call == 'step' and isinstance(error, ValueError) and 'sequence' in str(error) else '')
+        when = '' if step is None else f' at env step {step:,}'
+        raise EnvError(f'{env_name(envs)} failed in {call}{when}: {type(error).__name__}: {error}{hint}') from error
+    finally:
+        gym.logger.min_level = level
+
+
+def check_finite(envs: gym.vector.VectorEnv, step: int, **values: np.ndarray) -> None:
+    """Raise an :class:`EnvError` naming the env, the step and the value if any of ``values`` (name: an array
+    with one row per env) holds a nan or an infinity; integer arrays (Atari frames) cannot."""
+    for name, array in values.items():
+        if array.dtype.kind == 'f' and not np.isfinite(array).all():
+            index = tuple(np.argwhere(~np.isfinite(array))[0])
+            where = ''.join(f'[{i}]' for i in index[1:])
+            raise EnvError(f'{env_name(envs)} returned a non-finite {name}{where} ({array[index]}) in env {index[0]} at '
+                           f'env step {step:,}: the run stops before it reaches the weights')
 
 
 def _register_atari() -> None:
@@ -58,8 +102,8 @@ def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
         module, _, env_id = env_id.partition(':')
         try:
             importlib.import_module(module)
-        except ImportError as error:
-            raise ValueError(f'cannot import {module!r} to make {env_id!r}: {error}') from None
+        except Exception as error:  # a user's module: any error in it (a NameError...) is theirs to fix
+            raise ValueError(f'cannot import {module!r} to make {env_id!r}: {type(error).__name__}: {error}') from None
     if 'ALE/' in env_id or 'NoFrameskip' in env_id or env_id not in gym.registry:
         _register_atari()
     if env_id not in gym.registry:
@@ -194,17 +238,18 @@ def make_env(
     if isinstance(entry_point, str) and entry_point.startswith('gymnasium.envs.mujoco'):
         _mujoco_warnings_as_python_warnings()
     preprocess = is_atari(env_id) if preprocess is None else preprocess
-    kwargs = {'render_mode': render_mode, 'disable_env_checker': True}
+    kwargs = {'disable_env_checker': True}
+    if render_mode is not None:  # only when rendering: a user's env need not take render_mode (Gymnasium's own make)
+        kwargs['render_mode'] = render_mode
     if preprocess and is_atari(env_id):
         # Frame skipping belongs to the wrapper (which max-pools); with max_frame off the emulator
         # skips frames itself and returns the last one, as ALE v5 ids do.
         kwargs['frameskip'] = 1 if max_frame else 4
     try:
         env = gym.make(env_id, **kwargs, **(env_kwargs or {}))
-    except TypeError as error:
-        if not env_kwargs:
-            raise
-        raise ValueError(f'{env_id} does not take env_kwargs {env_kwargs}: {error}') from None  # a key it lacks
+    except Exception as error:  # the env's own code failed: one line naming it, its arguments and the error
+        given = f' with env_kwargs {env_kwargs}' if env_kwargs else ''
+        raise ValueError(f'making {env_id}{given} failed: {type(error).__name__}: {error}') from None
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change
@@ -310,7 +355,10 @@ def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
         if isinstance(env.observation_space, gym.spaces.Discrete):
             env = one_hot_observations(env)
         return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AUTORESET_MODE)
-    hint = ': build from an id with from_env, e.g. PPO.from_env(\'CartPole-v1\')' if isinstance(env, str) else ''
+    hint = ''
+    if isinstance(env, str):
+        hint = (": agents take the env first and build their networks from .cfg files: PPO(env), not PPO('MlpPolicy', "
+                'env)' if env.endswith('Policy') else ": build from an id with from_env, e.g. PPO.from_env('CartPole-v1')")
     raise ValueError(f'expected a gymnasium Env or VectorEnv, got {type(env).__name__}{hint}')
 
 
@@ -370,7 +418,11 @@ class EpisodeScores:
         self.lengths += 1
         if not dones.any():
             return NO_EPISODES
-        ended = np.flatnonzero(dones)
+        return self.cut(dones)
+
+    def cut(self, envs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """End the episodes of the ``envs`` (a mask) as they stand (envs not made here): ``(envs, returns, lengths)``."""
+        ended = np.flatnonzero(envs)
         returns, lengths = self.returns[ended], self.lengths[ended]
         self.returns[ended], self.lengths[ended] = 0, 0
         return ended, returns, lengths

@@ -22,6 +22,7 @@ from typing import Callable
 
 import gymnasium as gym
 import numpy as np
+from xagents.utils.extras import install_command
 from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.atomic import atomic_write
@@ -31,7 +32,6 @@ ONNX_OPSET = 17
 INPUT_NAME = 'observations'
 OUTPUT_NAME = 'actions'
 SIGNATURE_KEY = 'serving_default'
-INSTALL_HINT = "pip install 'xagents[export]'"
 
 
 def _require(module: str, purpose: str) -> ModuleType:
@@ -39,7 +39,7 @@ def _require(module: str, purpose: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ImportError(f'{purpose} needs the {module} package: {INSTALL_HINT}') from None
+        raise ImportError(f'{purpose} needs the {module} package: {install_command("export")}') from None
 
 
 def format_of(path: str, format: str | None) -> str:

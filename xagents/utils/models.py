@@ -60,6 +60,15 @@ class LayerGraph:
     trunk: list
     branches: list[list]
     features: bool = False  # the model also outputs what its first head takes (gSDE's features)
+    flatten_input: bool = False  # non-image observations of rank > 1 enter dense layers flattened
+
+
+def is_image_space(space) -> bool:
+    """Whether a Box holds images (what gets the CNN defaults and is never normalised): uint8 in [0, 255]
+    with three dimensions, height x width x channels, as Stable-Baselines3's ``is_image_space``. Other
+    observations of rank > 1 (a stack of vectors) are flattened for dense layers."""
+    return (len(space.shape) == 3 and space.dtype == np.uint8
+            and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
 
 
 class CfgError(ValueError):
@@ -199,6 +208,9 @@ def build_model(
     x = tf.keras.ops.cast(inputs, 'float32')
     if observation_space.dtype == np.uint8:
         x = tf.keras.layers.Rescaling(1 / 255)(x)
+    flatten_input = len(shape) > 1 and not convolutional
+    if flatten_input:
+        x = tf.keras.layers.Flatten()(x)
     trunk, tower = [], []
     for section in hidden:
         if section.flag('common') and tower:
@@ -207,8 +219,8 @@ def build_model(
         (trunk if section.flag('common') else tower).append(section)
         if section.name.startswith('dense') and 'units' not in section.items:
             raise section.error('units', 'missing required key')
-    graph = LayerGraph(trunk=[], branches=[], features=features)
-    flat = len(shape) == 1
+    graph = LayerGraph(trunk=[], branches=[], features=features, flatten_input=flatten_input)
+    flat = len(shape) == 1 or flatten_input
     weights = 0
 
     def fits(section: _Section, units: int | None, inputs) -> None:
@@ -257,6 +269,25 @@ def build_model(
     return model
 
 
+def check_model(model: tf.keras.Model, observation_space, outputs: Sequence[Output], features: bool, owner: str) -> None:
+    """Refuse a user's Keras model whose outputs are not what the agent needs (their number and sizes, e.g. 3
+    logits for 2 actions, or a missing value head), or that cannot take the env's observations: one ValueError
+    when the agent is built, not a shape error inside a graph later."""
+    wanted = ', '.join(f'{output.name} ({output.units} units)' for output in outputs) + (
+        ', features (the last hidden activations, for gSDE)' if features else '')
+    try:
+        results = tf.nest.flatten(model(np.zeros((2, *observation_space.shape), observation_space.dtype)))
+    except Exception as error:  # a model of another input shape: Keras says which in its own words
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f'{owner}: expected it to take observations shaped {observation_space.shape}, '
+                         f'calling it failed: {first}') from None
+    sizes = [int(result.shape[-1]) if len(result.shape) > 1 else 1 for result in results]
+    if len(sizes) != len(outputs) + features or any(
+            size != output.units for size, output in zip(sizes, outputs)):
+        raise ValueError(f'{owner}: expected outputs {wanted}, got {len(sizes)} output(s) of '
+                         f'size {", ".join(map(str, sizes))}')
+
+
 def _check_fits(section: _Section, flat: bool) -> bool:
     """Refuse a dense layer on unflattened images; return whether the activations are flat."""
     kind = section.name.split('-')[0]
@@ -302,6 +333,8 @@ class NumpyForward:
 
     def __call__(self, observations: np.ndarray) -> list[np.ndarray]:
         x = np.asarray(observations, np.float32)  # no copy for float32 input
+        if self.graph.flatten_input:
+            x = x.reshape(len(x), -1)
         if self.scale:
             x = x * self.scale
         for kernel, bias, activation in self.trunk:

@@ -1,6 +1,6 @@
 """``from xagents.utils.quiet_tensorflow import tf``: TensorFlow, loaded without its C++ start-up noise.
 
-Modules that users import directly (``xagents.utils.common``, ``xagents.base``...) take TensorFlow from
+Modules that users import directly (``xagents.utils.common``, ``xagents.agent.base``...) take TensorFlow from
 here, so importing them prints nothing, as ``import xagents`` does.
 """
 from xagents.utils.console import load_tensorflow

@@ -13,6 +13,8 @@ import math
 import numbers
 from typing import Any, Callable
 
+from xagents.utils.names import unknown_parameter
+
 # kind: (test, how the accepted range is written in messages)
 RULES: dict[str, tuple[Callable[[float], bool], str]] = {
     'probability': (lambda x: 0 <= x <= 1, '0 <= {name} <= 1'),
@@ -42,7 +44,7 @@ KINDS: dict[str, str] = {
                      'cg_iterations', 'line_search_steps', 'critic_iterations',
                      'plateau_reduce_patience', 'early_stop_patience', 'lr_decay_steps', 'max_steps',
                      'eval_frequency', 'eval_episodes', 'frame_frequency', 'episodes', 'save_frequency',
-                     'save_keep', 'workers', 'sde_sample_freq'), 'count'),
+                     'save_keep', 'workers', 'sde_sample_freq', 'max_episode_steps'), 'count'),
     **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed'), 'steps'),
     'log_std_init': 'real',
 }
@@ -89,9 +91,19 @@ def _is(annotation: str, *types: str) -> bool:
 def validated(function: Callable) -> Callable:
     """Check every argument given to ``function`` explicitly (defaults are trusted) before it runs."""
     signature = inspect.signature(function)
+    parameters = set(signature.parameters) - {'self', 'cls'}
+    takes_any = any(parameter.kind == parameter.VAR_KEYWORD for parameter in signature.parameters.values())
 
     @functools.wraps(function)
     def checked(*args, **kwargs):
+        unknown = [] if takes_any else sorted(set(kwargs) - parameters)
+        if unknown:
+            owner = function.__name__
+            if args and 'self' in signature.parameters:
+                owner = f'{type(args[0]).__name__}.{owner}'
+            elif args and 'cls' in signature.parameters:
+                owner = f'{args[0].__name__}.{owner}'
+            raise unknown_parameter(owner, unknown[0], parameters)
         for name, value in signature.bind_partial(*args, **kwargs).arguments.items():
             parameter = signature.parameters[name]
             if parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence
 import numpy as np
 
 if TYPE_CHECKING:
-    from xagents.base import BaseAgent
-    from xagents.callbacks import Callback
+    from xagents.agent.base import BaseAgent
+    from xagents.training.callbacks import Callback
 
 
 class Episode(NamedTuple):
@@ -36,7 +36,8 @@ class Run:
     """
 
     def __init__(self, agent: BaseAgent, callbacks: Sequence[Callback], target_reward: float | None = None,
-                 max_steps: int | None = None, stop_on: str = 'train', total: bool = False) -> None:
+                 max_steps: int | None = None, stop_on: str = 'train', total: bool = False,
+                 reward_buffer_size: int = 100, log_frequency: int = 10) -> None:
         """Check the stopping rule; nothing starts until :meth:`start`.
 
         Args:
@@ -46,6 +47,8 @@ class Run:
             max_steps: Stop once this run has taken this many env steps (summed over envs).
             total: Count max_steps over the agent's whole life (earlier fits, a resumed history).
             stop_on: Judge target_reward on the 'train' mean reward or the latest 'eval' reward.
+            reward_buffer_size: Episodes averaged into the mean reward (and the best, once that many finished).
+            log_frequency: Episodes between progress events.
         """
         if target_reward is None and max_steps is None:
             raise ValueError('expected target_reward or max_steps (or both), got neither')
@@ -53,7 +56,8 @@ class Run:
             raise ValueError(f"expected stop_on 'train' or 'eval', got {stop_on!r}")
         self.agent, self.callbacks = agent, list(callbacks)
         self.target_reward, self.max_steps, self.stop_on, self.total = target_reward, max_steps, stop_on, total
-        self.reward_buffer: collections.deque[float] = collections.deque(maxlen=agent.reward_buffer_size)
+        self.reward_buffer: collections.deque[float] = collections.deque(maxlen=reward_buffer_size)
+        self.log_frequency = log_frequency
         self.mean_reward = self.best_reward = self.eval_reward = -np.inf
         self.games = 0
         self.metrics: dict[str, float] = {}
@@ -61,6 +65,12 @@ class Run:
         self.time_offset = self.start_time = 0.0
         self.start_steps = 0
         self.end_steps: int | None = None  # the agent's steps when the run finished
+
+    def __repr__(self) -> str:
+        state = self.reason or ('running' if self.end_steps is None else 'ended by an error')
+        return (f'Run({type(self.agent).__name__}, steps={self.steps}, games={self.games}, '
+                f'mean_reward={format_reward(self.mean_reward)}, best_reward={format_reward(self.best_reward)}, '
+                f'eval_reward={format_reward(self.eval_reward)}: {state})')
 
     # ------------------------------------------------------------------------------ state
     @property
@@ -82,14 +92,20 @@ class Run:
         """Env steps per second in this run."""
         return (self.steps - self.start_steps) / max(time.perf_counter() - self.start_time, 1e-9)
 
+    @property
+    def window_full(self) -> bool:
+        """Whether ``reward_buffer_size`` episodes have finished: the mean reward is judged from then on."""
+        return len(self.reward_buffer) == self.reward_buffer.maxlen
+
     def stop(self, reason: str) -> None:
         """Ask the run to end after the current round (the first reason given is the one kept)."""
         self.reason = self.reason or reason
 
     # ------------------------------------------------------------------------------ the run
-    def start(self) -> None:
+    def start(self, ray_address: str | None = None) -> None:
         """Take up the agent's history (resuming its step count when the history comes from an
-        earlier process), then tell the callbacks."""
+        earlier process), start the envs (or the workers, on the Ray cluster at ``ray_address``), then tell
+        the callbacks."""
         agent, frame = self.agent, self.agent.history.frame()
         if len(frame):
             last = frame.iloc[-1]
@@ -100,7 +116,7 @@ class Run:
             self.games = len(frame)
             self.reward_buffer.extend(frame['episode_reward'].iloc[-self.reward_buffer.maxlen:])
             self.mean_reward = float(np.mean(self.reward_buffer))
-        agent.start_envs()
+        agent.start_envs(ray_address=ray_address)
         self.start_time, self.start_steps = time.perf_counter(), agent.steps
         started = []
         try:
@@ -136,18 +152,20 @@ class Run:
         self.end_steps = self.agent.steps
 
     def _record(self, episode: Episode) -> None:
-        """One finished episode. The best reward is the highest mean reward after any episode, the
-        same in the progress line, the history's ``best_reward`` column and on resume."""
+        """One finished episode. The best reward is the highest mean reward over a full window of
+        ``reward_buffer_size`` episodes (as the target rule judges), so one lucky early episode is no best;
+        the same in the progress line, the history's ``best_reward`` column, the checkpoints and on resume."""
         self.reward_buffer.append(episode.score)
         self.mean_reward = float(np.mean(self.reward_buffer))
-        self.best_reward = max(self.best_reward, self.mean_reward)
+        if self.window_full:
+            self.best_reward = max(self.best_reward, self.mean_reward)
         self.games += 1
         elapsed = self.time_offset + episode.clock - self.start_time
         self.history.append(self.mean_reward, self.best_reward, episode.score, episode.step, elapsed)
         for callback in self.callbacks:
             if callback.on_episode(self, episode) is False:
                 self.stop(f'Stopped by {type(callback).__name__}')
-        if self.games % self.agent.log_frequency == 0:
+        if self.games % self.log_frequency == 0:
             for callback in self.callbacks:
                 callback.on_progress(self)
 
@@ -156,7 +174,7 @@ class Run:
             if self.stop_on == 'eval':
                 reached = self.eval_reward >= self.target_reward
             else:
-                reached = len(self.reward_buffer) == self.reward_buffer.maxlen and self.mean_reward >= self.target_reward
+                reached = self.window_full and self.mean_reward >= self.target_reward
             if reached:
                 self.stop(f'Reward achieved in {self.steps} steps')
         self._check_step_limits()

@@ -3,10 +3,12 @@
 Every run trains for its budget with a deterministic evaluation every ``eval_frequency`` steps and
 writes a history file; its evaluations, wall time and speed go to ``runs/<agent>-<env>-<seed>.json``,
 so a benchmark stopped half-way goes on where it was (finished runs are skipped). The summary is
-a table (parquet and Markdown: steps to the target and final evaluation, mean and 95% bootstrap
+a table (parquet and Markdown: steps to the target, where a run that missed it counts as its budget so
+that the mean is a lower bound unless every seed reached it, and final evaluation, mean and 95% bootstrap
 confidence interval over seeds, wall time, env steps/s), learning curves per env (mean and interval
-across seeds, against steps and time), an aggregate interquartile-mean plot of scores normalised between a uniformly random policy (0) and
-the target (1) (Agarwal et al. 2021, https://arxiv.org/abs/2108.13264), and what produced them.
+across seeds, against steps and time), an aggregate plot of each agent's interquartile mean of scores
+normalised between a uniformly random policy (0) and the target (1) with rliable's stratified bootstrap
+interval (Agarwal et al. 2021, https://arxiv.org/abs/2108.13264), and what produced them.
 """
 from __future__ import annotations
 
@@ -20,10 +22,14 @@ import re
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from xagents.utils.atomic import atomic_write
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EVAL_LINE = re.compile(r'steps (\d+)\s+eval reward (-?[\d.]+|nan|inf|-inf)')
 
@@ -90,24 +96,44 @@ SUITES = {
 
 
 # ------------------------------------------------------------------------------- statistics
-def bootstrap_interval(values: np.ndarray, statistic=np.mean, confidence: float = 0.95, resamples: int = 10_000,
+def interquartile_mean(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """Mean of ``scores`` without their lowest and highest quarter along ``axis`` (all of them if None):
+    rliable's IQM, ``scipy.stats.trim_mean(scores, 0.25)``, robust to outlying runs and less noisy than a median."""
+    scores = np.asarray(scores, np.float64)
+    if axis is None:
+        scores, axis = scores.ravel(), 0
+    count = scores.shape[axis]
+    cut = int(0.25 * count)
+    middle = np.partition(scores, (cut, count - cut - 1), axis)  # as scipy does: no full sort
+    return np.take(middle, range(cut, count - cut), axis).mean(axis)
+
+
+def bootstrap_interval(scores: np.ndarray, statistic=np.mean, confidence: float = 0.95, resamples: int = 50_000,
                        seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of ``statistic`` over ``values`` (resampled with replacement)."""
-    values = np.asarray(values, np.float64)
-    if len(values) == 0:
+    """Stratified percentile bootstrap confidence interval of ``statistic`` over ``scores``, as rliable's
+    ``get_interval_estimates`` computes it (Agarwal et al. 2021, https://arxiv.org/abs/2108.13264).
+
+    Each resample draws, with replacement, as many runs as each task has from that task's own runs (so a
+    task solved on every seed and one failed on every seed give an interval around their average, not one
+    that spans both); ``statistic`` then reduces all runs x tasks of the resample at once.
+
+    Args:
+        scores: (runs, tasks) matrix, every task with the same runs (seeds); 1-D: one task's runs.
+        statistic: a NumPy-style reduction taking ``axis=`` (``np.mean``, ``interquartile_mean``).
+        confidence: the interval's coverage.
+        resamples: bootstrap resamples (rliable's default: 50,000).
+        seed: seeds the resampling, so a summary is the same each time it is written.
+    """
+    scores = np.asarray(scores, np.float64)
+    scores = scores[:, None] if scores.ndim == 1 else scores
+    if scores.size == 0:
         return (np.nan, np.nan)
-    draws = np.random.default_rng(seed).choice(values, (resamples, len(values)))
-    estimates = np.apply_along_axis(statistic, 1, draws)
+    runs, tasks = scores.shape
+    rows = np.random.default_rng(seed).integers(0, runs, (resamples, runs, tasks))
+    estimates = statistic(scores[rows, np.arange(tasks)].reshape(resamples, -1), axis=1)
     tail = (1 - confidence) / 2 * 100
-    return float(np.percentile(estimates, tail)), float(np.percentile(estimates, 100 - tail))
-
-
-def interquartile_mean(values: np.ndarray) -> float:
-    """Mean of ``values`` without their lowest and highest quarter (rliable's IQM, a 25% trimmed mean):
-    robust to outlying runs, less noisy than a median."""
-    values = np.sort(np.asarray(values, np.float64).ravel())
-    cut = int(0.25 * len(values))
-    return float(values[cut:len(values) - cut].mean())
+    low, high = np.percentile(estimates, [tail, 100 - tail])
+    return float(low), float(high)
 
 
 # ---------------------------------------------------------------------------------- running
@@ -130,7 +156,7 @@ def run_one(job: Job, seed: int, output: str) -> dict:
     if os.path.exists(history):  # an interrupted earlier attempt: start the run again
         os.remove(history)
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, '-m', 'xagents.cli', *command[1:]], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, '-m', 'xagents.app.cli', *command[1:]], capture_output=True, text=True,
                             env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
     wall = time.perf_counter() - start
     if result.returncode != 0:
@@ -206,19 +232,25 @@ def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int =
 
 # -------------------------------------------------------------------------------- summaries
 def summary_table(records: list[dict]):
-    """One row per agent and env: the seeds' statistics with 95% bootstrap intervals."""
+    """One row per agent and env: the seeds' statistics with 95% bootstrap intervals.
+
+    A run that missed the target counts as reaching it at the budget: its true steps to target are more,
+    so unless every seed reached the target, ``steps_to_target_mean`` is a lower bound and
+    ``steps_to_target_ci`` is NaN (the seeds that reached it alone would understate the mean and its
+    spread)."""
     import pandas as pd
 
     rows = []
     frame = pd.DataFrame(records)
     for (agent, env), runs in frame.groupby(['agent', 'env'], sort=False):
-        reached = runs['steps_to_target'].dropna().to_numpy(np.float64)
+        reached = runs['steps_to_target'].notna()
+        steps = runs['steps_to_target'].astype(np.float64).fillna(runs['budget']).to_numpy(np.float64)
         finals = runs['final_eval'].dropna().to_numpy(np.float64)
         rows.append({
             'agent': agent, 'env': env, 'target': runs['target'].iloc[0], 'budget': int(runs['budget'].iloc[0]),
-            'seeds': len(runs), 'reached': len(reached),
-            'steps_to_target_mean': float(reached.mean()) if len(reached) else np.nan,
-            'steps_to_target_ci': bootstrap_interval(reached),
+            'seeds': len(runs), 'reached': int(reached.sum()),
+            'steps_to_target_mean': float(steps.mean()),
+            'steps_to_target_ci': bootstrap_interval(steps) if reached.all() else (np.nan, np.nan),
             'final_eval_mean': float(finals.mean()) if len(finals) else np.nan,
             'final_eval_ci': bootstrap_interval(finals),
             'wall_seconds_mean': float(runs['wall_seconds'].mean()),
@@ -230,11 +262,12 @@ def summary_table(records: list[dict]):
 
 def markdown(table) -> str:
     """The table as the README shows it, then each row's command."""
-    lines = ['| agent | env | target | reached | steps to target (95% CI) | final eval (95% CI) | wall | env steps/s '
-             '| seeds |', '|---|---|---|---|---|---|---|---|---|']
+    lines = ['| agent | env | target | reached | steps to target (95% CI; ≥: missed runs count as their budget) '
+             '| final eval (95% CI) | wall | env steps/s | seeds |', '|---|---|---|---|---|---|---|---|---|']
     for row in table.itertuples():
-        steps = '—' if np.isnan(row.steps_to_target_mean) else (
-            f'{row.steps_to_target_mean:,.0f} ({row.steps_to_target_ci[0]:,.0f}–{row.steps_to_target_ci[1]:,.0f})')
+        low, high = row.steps_to_target_ci
+        steps = (f'{row.steps_to_target_mean:,.0f} ({low:,.0f}–{high:,.0f})' if row.reached == row.seeds
+                 else f'≥ {row.steps_to_target_mean:,.0f}')
         final = '—' if np.isnan(row.final_eval_mean) else (
             f'{row.final_eval_mean:.1f} ({row.final_eval_ci[0]:.1f}–{row.final_eval_ci[1]:.1f})')
         lines.append(f'| {row.agent} | {row.env} | {row.target:g} within {row.budget:,} | {row.reached}/{row.seeds} '
@@ -297,18 +330,26 @@ def random_score(env_id: str, episodes: int = 10, seed: int = 0) -> float:
     return float(np.mean(returns))
 
 
-def normalized_scores(records: list[dict], randoms: dict[str, float]) -> dict[str, np.ndarray]:
-    """Each agent's final evaluations on a scale from a random policy (0) to the target (1)."""
-    scores: dict[str, list[float]] = {}
-    for record in records:
-        if record['final_eval'] is not None:
-            low = randoms[record['env']]
-            scores.setdefault(record['agent'], []).append((record['final_eval'] - low) / (record['target'] - low))
-    return {agent: np.array(values) for agent, values in scores.items()}
+def normalized_scores(records: list[dict], randoms: dict[str, float]) -> dict[str, pd.DataFrame]:
+    """Each agent's final evaluations on a scale from a random policy (0) to the target (1), as a
+    DataFrame of seeds (rows) x envs (columns): rliable's runs x tasks matrix.
+
+    The matrix keeps only the seeds that finished with an evaluation on every env of the agent (a suite
+    runs some envs on fewer seeds): a stratified bootstrap resamples each env's runs, and its IQM weighs
+    every env alike only when each has the same runs."""
+    import pandas as pd
+
+    frame = pd.DataFrame([{'agent': record['agent'], 'seed': record['seed'], 'env': record['env'],
+                           'score': (record['final_eval'] - randoms[record['env']])
+                           / (record['target'] - randoms[record['env']])}
+                          for record in records if record['final_eval'] is not None])
+    return {agent: runs.pivot(index='seed', columns='env', values='score').dropna()
+            for agent, runs in frame.groupby('agent', sort=False)} if len(frame) else {}
 
 
 def plot_aggregate(records: list[dict], randoms: dict[str, float], path: str) -> None:
-    """Interquartile mean of each agent's normalised final evaluations, with its 95% bootstrap interval."""
+    """Interquartile mean of each agent's normalised final evaluations over seeds x envs, with its 95%
+    stratified bootstrap interval (rliable's ``get_interval_estimates``)."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -316,16 +357,18 @@ def plot_aggregate(records: list[dict], randoms: dict[str, float], path: str) ->
 
     scores = normalized_scores(records, randoms)
     agents = list(scores)
-    figure, axis = plt.subplots(figsize=(6, 0.5 + 0.5 * len(agents)))
+    figure, axis = plt.subplots(figsize=(6, 0.8 + 0.5 * len(agents)))
+    labels = []
     for index, agent in enumerate(agents):
-        if len(scores[agent]):
-            low, high = bootstrap_interval(scores[agent], interquartile_mean, resamples=2000)
-            axis.errorbar(interquartile_mean(scores[agent]), index, xerr=[[interquartile_mean(scores[agent]) - low],
-                                                                         [high - interquartile_mean(scores[agent])]],
-                          fmt='o', capsize=4)
+        seeds, envs = scores[agent].shape
+        labels.append(f'{agent} ({seeds} seed{"s" * (seeds != 1)} × {envs} env{"s" * (envs != 1)})')
+        if seeds:
+            iqm = interquartile_mean(scores[agent].to_numpy())
+            low, high = bootstrap_interval(scores[agent].to_numpy(), interquartile_mean)
+            axis.errorbar(iqm, index, xerr=[[iqm - low], [high - iqm]], fmt='o', capsize=4)
     axis.axvline(1.0, color='grey', linestyle=':')
-    axis.set(yticks=range(len(agents)), yticklabels=agents,
-             xlabel='IQM of final eval, 0 = random policy, 1 = target (95% CI)')
+    axis.set(yticks=range(len(agents)), yticklabels=labels,
+             xlabel='IQM of final eval, 0 = random policy, 1 = target\n(95% stratified bootstrap CI)')
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)

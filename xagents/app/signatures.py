@@ -84,7 +84,7 @@ def _read(node: ast.FunctionDef, qualname: str) -> StaticFunction:
 
 def static_constructors(module: str, name: str, stop: str = 'BaseAgent') -> list[StaticFunction]:
     """``__init__`` of class ``name`` and of its bases down to (excluding) ``stop``, most derived first
-    (xagents' agents inherit along one line, as :func:`xagents.utils.cli.constructors` walks them)."""
+    (xagents' agents inherit along one line, as :func:`xagents.app.flags.constructors` walks them)."""
     found = []
     while name != stop:
         module, node = _find(module, name)

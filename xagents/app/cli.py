@@ -11,12 +11,12 @@ import sys
 import warnings
 
 import xagents
-from xagents.distributed import WorkerError
+from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
-from xagents.utils.cli import ArgumentParser, Flag, add_old_names, fail, flags_of
+from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import load_tensorflow
 from xagents.utils.presets import read_presets
-from xagents.utils.signatures import static_constructors, static_function
+from xagents.app.signatures import static_constructors, static_function
 
 COMMANDS = {
     'train': 'train an agent on an environment',
@@ -40,7 +40,7 @@ def usage() -> str:
     return '\n'.join(lines)
 
 
-# Flags come from the signatures read from source (xagents.utils.signatures): help and bad flags are
+# Flags come from the signatures read from source (xagents.app.signatures): help and bad flags are
 # answered without loading TensorFlow.
 def env_flags() -> list[Flag]:
     return flags_of([static_function('xagents.utils.envs', 'create_envs')], skip={'seed'})
@@ -48,7 +48,7 @@ def env_flags() -> list[Flag]:
 
 def base_flags(*methods: str, skip: set[str] | frozenset = frozenset()) -> list[Flag]:
     """Flags of ``BaseAgent``'s ``methods`` (``__init__``, ``fit``...), in order."""
-    return flags_of([static_function('xagents.base', f'BaseAgent.{method}') for method in methods], skip=skip)
+    return flags_of([static_function('xagents.agent.base', f'BaseAgent.{method}') for method in methods], skip=skip)
 
 
 def training_flags() -> list[Flag]:
@@ -143,6 +143,9 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
 
     args = vars(build_parser(command, agent, requested_env(argv)).parse_args(argv))
     load_tensorflow()  # once the flags parsed: a misspelt flag is refused without it
+    from xagents.utils.checkpoints import NonFiniteError
+    from xagents.utils.envs import EnvError
+
     env_id = args.pop('env')
     weights = args.pop('weights', None)
     command_names = {flag.name for flag in base_flags('fit')} if command == 'train' else {
@@ -154,7 +157,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         if command == 'export' and 'path' not in run_args:
             fail(f'xagents export {agent}: error: --path is required')
         args['n_envs'] = 1
-    quiet = args.get('quiet', False)
+    quiet = run_args.get('quiet', args.get('quiet', False))
     configure_logging(quiet)
     prog, instance = f'xagents {command} {agent}', None
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated run stops as on Ctrl-C
@@ -185,10 +188,9 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     except KeyboardInterrupt:
         if instance is None or not instance.training_started:
             fail(f'{prog}: interrupted', 130)
-        saved = [name for name, path in (('weights', instance.checkpoints), ('history', instance.history_checkpoint))
-                 if path]
-        fail(f'{prog}: interrupted at step {instance.steps}' + (f'; {" and ".join(saved)} saved' if saved else ''),
-             130)
+        fail(f'{prog}: interrupted at step {instance.steps}{kept_files(instance, run_args, "saved")}', 130)
+    except (EnvError, NonFiniteError) as error:  # the world failed mid-run: what was written before stays
+        fail(f'{prog}: error: {error}{kept_files(instance, run_args)}', 1)
     except (ValueError, OSError, ImportError, gym.error.Error) as error:
         if instance is None or not instance.training_started:
             fail(f'{prog}: error: {error}')
@@ -238,8 +240,8 @@ def run_plot(argv: list[str]) -> None:
 def tune_parser(agent: str | None) -> ArgumentParser:
     """Flags of ``xagents tune [agent]``: search options from ``tune``'s signature, then the
     agent's tunable flags (tagged with how each is searched) and its other flags (one value)."""
-    from xagents.utils import tuning
-    from xagents.utils.cli import add_search_flag
+    from xagents.app import search_space, tuning
+    from xagents.app.flags import add_search_flag
 
     parser = ArgumentParser(prog='xagents tune' + (f' {agent}' if agent else ''), add_help=False,
                             description=f'{COMMANDS["tune"]}.',
@@ -251,10 +253,10 @@ def tune_parser(agent: str | None) -> ArgumentParser:
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
     if agent:
         klass = agent_class(agent)
-        flags, scales = tuning.hyperparameter_flags(klass), tuning.tunable(klass)
-        group = parser.add_argument_group(f'{agent} tunable flags', tuning.GRAMMAR + '.')
+        flags, scales = search_space.hyperparameter_flags(klass), search_space.tunable(klass)
+        group = parser.add_argument_group(f'{agent} tunable flags', search_space.GRAMMAR + '.')
         for name, scale in scales.items():
-            add_search_flag(group, flags[name], tuning.SCALES[scale])
+            add_search_flag(group, flags[name], search_space.SCALES[scale])
         group = parser.add_argument_group(
             f'other {agent} flags (one value; per-env defaults in xagents/{agent}/hyperparameters.json)'
         )
@@ -270,13 +272,13 @@ def tune_parser(agent: str | None) -> ArgumentParser:
 
 
 def run_tune(argv: list[str]) -> None:
-    """Parse flags and run an Optuna search (``xagents.utils.tuning.tune``)."""
+    """Parse flags and run an Optuna search (``xagents.app.tuning.tune``)."""
     import signal
 
     import optuna
 
     load_tensorflow()
-    from xagents.utils import tuning
+    from xagents.app import search_space, tuning
     if not argv or argv[0].startswith('-'):
         if argv and argv[0] not in ('-h', '--help'):
             fail(f'xagents tune: error: expected an agent ({", ".join(AGENTS)}) before flags, got {argv[0]}')
@@ -297,8 +299,8 @@ def run_tune(argv: list[str]) -> None:
     env_id = args.pop('env')
     option_names = {flag.name for flag in flags_of([tuning.tune])}
     options = {name: args.pop(name) for name in list(args) if name in option_names}
-    flags = tuning.hyperparameter_flags(agent_class(agent))
-    search = {name: tuning.cli_search_value(flags[name], value) if isinstance(value, list) else value
+    flags = search_space.hyperparameter_flags(agent_class(agent))
+    search = {name: search_space.cli_search_value(flags[name], value) if isinstance(value, list) else value
               for name, value in args.items()}
     configure_logging(False)
     optuna.logging.set_verbosity(logging.WARNING)
@@ -316,8 +318,8 @@ def run_tune(argv: list[str]) -> None:
 
 
 def run_benchmark_command(argv: list[str]) -> None:
-    """Parse flags and run a benchmark (``xagents.benchmark``): a suite, or agents x envs with one target."""
-    from xagents import benchmark
+    """Parse flags and run a benchmark (``xagents.app.benchmark``): a suite, or agents x envs with one target."""
+    from xagents.app import benchmark
 
     parser = ArgumentParser(prog='xagents benchmark', description=COMMANDS['benchmark'] + '.', allow_abbrev=False)
     parser.add_argument('--suite', choices=list(benchmark.SUITES), help='a suite of agents, envs, targets and budgets')
@@ -390,6 +392,19 @@ def configure_logging(quiet: bool) -> None:
         logging.getLogger(library).setLevel(logging.WARNING)
 
 
+def kept_files(instance, run_args: dict, verb: str = 'of the last good point kept') -> str:
+    """What a run that stopped early leaves, as it is on disk: '; weights (w.tf) and history (h.parquet) saved'
+    (``verb``), and which asked-for files were not written at all."""
+    if instance is None or not instance.training_started:
+        return ''
+    asked = {'weights': list(run_args.get('checkpoints') or ()),
+             'history': [run_args['history_checkpoint']] if run_args.get('history_checkpoint') else []}
+    written = {name: [path for path in paths if os.path.exists(path)] for name, paths in asked.items()}
+    kept = [f'{name} ({", ".join(paths)})' for name, paths in written.items() if paths]
+    missing = [name for name, paths in asked.items() if paths and not written[name]]
+    return (f'; {" and ".join(kept)} {verb}' if kept else '') + (f'; no {" or ".join(missing)} written' if missing else '')
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``xagents`` console script."""
     argv = sys.argv[1:] if argv is None else argv
@@ -436,6 +451,3 @@ def run_command(argv: list[str]) -> None:
         return
     run_agent(command, agent, rest)
 
-
-if __name__ == '__main__':
-    main()

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import difflib
 import inspect
 import re
 import sys
 from typing import Any, Callable, Iterable
 
-from xagents.utils.signatures import StaticFunction
+from xagents.utils.names import suggestion
+from xagents.app.signatures import StaticFunction
 from xagents.utils.validation import RENAMED
 
 # Parameters that take Python objects (envs, callbacks) have no flag.
@@ -68,10 +68,15 @@ def _checked(cast: Callable[[str], Any], check: Callable[[Any], Any]) -> Callabl
 
 
 def key_value(word: str) -> tuple[str, Any]:
-    """``key=value`` as a pair, the value read as a Python literal (``3``, ``True``, ``0.5``) or kept a string."""
+    """``key=value`` as a pair, the value typed as a command line means it: ``true``/``false`` (any case) and
+    ``none`` as Python's, numbers and other literals (``3``, ``0.5``, ``[1, 2]``) as Python reads them, anything
+    else a string (``render=rgb_array``); ``continuous=false`` is False, never the truthy string 'false'."""
     key, equals, text = word.partition('=')
     if not equals or not key.isidentifier():
         raise argparse.ArgumentTypeError(f'expected KEY=VALUE, got {word!r}')
+    words = {'true': True, 'false': False, 'none': None}
+    if text.strip().lower() in words:
+        return key, words[text.strip().lower()]
     try:
         return key, ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -115,7 +120,7 @@ def docstring_args(function: Callable | StaticFunction) -> dict[str, str]:
 
 def flags_of(functions: Iterable[Callable | StaticFunction], skip: Iterable[str] = ()) -> list[Flag]:
     """Flags for the keyword parameters of ``functions`` (imported, or read from source by
-    :mod:`xagents.utils.signatures`); the first function naming one wins."""
+    :mod:`xagents.app.signatures`); the first function naming one wins."""
     flags: dict[str, Flag] = {}
     skipped = SKIPPED | set(skip)
     functions = list(functions)
@@ -144,16 +149,6 @@ def constructors(agent_class: type, stop: type) -> list[Callable]:
             if issubclass(klass, stop) and klass is not stop and '__init__' in vars(klass)]
 
 
-# Names users bring from Stable-Baselines3 and RL Zoo, and what xagents calls them.
-SB3_NAMES = {'learning-rate': 'lr', 'n-epochs': 'ppo-epochs', 'ent-coef': 'entropy-coef', 'vf-coef': 'value-loss-coef',
-             'max-grad-norm': 'grad-norm', 'gae-lambda': 'lam', 'buffer-size': 'buffer-max-size',
-             'learning-starts': 'buffer-initial-size', 'train-freq': 'update-every',
-             # on-policy, SB3's batch_size is a minibatch's size; xagents counts minibatches per rollout
-             'batch-size': ('buffer-batch-size', 'mini-batches'),
-             'exploration-final-eps': 'epsilon-end', 'total-timesteps': 'max-steps', 'n-timesteps': 'max-steps',
-             'n': 'max-steps', 'env-id': 'env', 'num-envs': 'n-envs'}
-
-
 OLD_NAME_GIVEN = '_old_name_of_'
 
 
@@ -175,14 +170,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         unknown = re.match(r'unrecognized arguments: (--?[\w-]+)', message)
         if unknown:
-            options = [option for option in self._option_string_actions if option.startswith('--')]
-            name = unknown.group(1).lstrip('-').replace('_', '-')
-            aliases = SB3_NAMES.get(name, ())
-            close = [f'--{alias}' for alias in ((aliases,) if isinstance(aliases, str) else aliases)
-                     if f'--{alias}' in options][:1] or difflib.get_close_matches(unknown.group(1), options, n=1,
-                                                                                 cutoff=0.75)
-            if close:
-                message += f' (did you mean {close[0]}?)'
+            known = {option[2:].replace('-', '_') for option in self._option_string_actions if option.startswith('--')}
+            name = unknown.group(1).lstrip('-').replace('-', '_')
+            hint = suggestion(name, known, flags=True)
+            if hint:
+                message += f' (did you mean {hint}?)'
         fail(f'{self.prog}: error: {message}')
 
 
@@ -221,13 +213,3 @@ def add_search_flag(group, flag: Flag, tag: str | None = None) -> None:
     tagged = f' [{tag}]' if tag else ''
     group.add_argument(flag.option, dest=flag.name, nargs='+', metavar=metavar, default=argparse.SUPPRESS,
                        help=flag.help + tagged + shown)
-
-
-# How ``xagents tune`` searches parameters shared by many agents; each agent's ``cli.py`` adds its
-# own. 'log': a MIN MAX range is searched log-uniformly (rates, coefficients, sizes); 'uniform':
-# uniformly; 'categorical': choices only. Parameters not listed take one fixed value in a search.
-COMMON_TUNABLE = {'lr': 'log', 'n_envs': 'log', 'gamma': 'uniform'}
-ON_POLICY_TUNABLE = {**COMMON_TUNABLE, 'n_steps': 'log', 'lam': 'uniform'}
-LOSS_COEFFICIENTS_TUNABLE = {'entropy_coef': 'log', 'value_loss_coef': 'log', 'grad_norm': 'log'}
-OFF_POLICY_TUNABLE = {**COMMON_TUNABLE, 'return_steps': 'log', 'tau': 'log', 'buffer_batch_size': 'log', 'buffer_initial_size': 'log',
-                      'update_every': 'log', 'gradient_steps': 'log'}

@@ -7,10 +7,13 @@ segment; the learner joins the segments along the env axis, so a round means wha
 https://arxiv.org/abs/1803.00933): every worker acts on its own, with its own exploration and the
 learner's weights of when it started the segment, and streams segments of ``update_every`` env steps into
 the learner's replay buffer, one update per segment; a worker starts its next segment as soon as the learner
-takes one, so it acts one update behind while the learner updates. A worker that dies is restarted by Ray with fresh envs; the
+takes one, so it acts one update behind while the learner updates. With prioritised replay a worker also
+sends what its transitions' TD errors are made of (it receives every network of the learner, not only
+the policy), and each transition enters the buffer at the priority of its n-step TD error rather than at the
+running maximum, as Ape-X's actors compute them. A worker that dies is restarted by Ray with fresh envs; the
 learner logs it and asks the new worker for the lost segment.
 
-Ray is optional (``pip install 'xagents[distributed]'``) and imported only when workers are asked for.
+Ray is optional (the ``distributed`` extra) and imported only when workers are asked for.
 """
 from __future__ import annotations
 
@@ -22,14 +25,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from xagents.utils.extras import require
+
 if TYPE_CHECKING:
-    from xagents.base import BaseAgent
+    from xagents.agent.base import BaseAgent
 
 logger = logging.getLogger('xagents')
-EXTRA = "pip install 'xagents[distributed]'"
 RESTART_TRIES = 30  # consecutive failed calls to one worker (about a minute) before the run gives up
-# Settings of the learner that a worker does not take: it keeps no files, logs nothing, starts no workers.
-LEARNER_ONLY = ('checkpoints', 'history_checkpoint', 'quiet', 'workers', 'ray_address')
 
 
 class WorkerError(RuntimeError):
@@ -47,10 +49,9 @@ def require_ray(address: str | None = None):
     token = os.environ.get('RAY_AUTH_TOKEN_PATH', os.path.expanduser('~/.ray/auth_token'))
     if address and 'RAY_AUTH_MODE' not in os.environ and ('RAY_AUTH_TOKEN' in os.environ or os.path.exists(token)):
         os.environ['RAY_AUTH_MODE'] = 'token'
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(f'workers run on Ray, which is not installed: {EXTRA}') from None
+    require('ray', 'distributed', 'collecting with workers')
+    import ray
+
     return ray
 
 
@@ -92,7 +93,7 @@ class Worker:
             self.env_seed = int(np.random.SeedSequence([seed, first_step, index]).generate_state(1)[0])
         else:
             self.env_seed = seed + index * n_envs
-        self.agent = agent_class(create_envs(**env_settings, seed=self.env_seed), **hyperparameters, quiet=True)
+        self.agent = agent_class(create_envs(**env_settings, seed=self.env_seed), **hyperparameters)
         self.agent.become_worker(index, count, first_step)
 
     def pid(self) -> int:
@@ -246,15 +247,14 @@ class WorkerPool:
 
 def worker_arguments(agent: BaseAgent) -> tuple[dict, dict]:
     """What a worker of ``agent`` is built from: its envs' settings and the agent's hyperparameters, less the
-    learner's own and with :meth:`~xagents.base.BaseAgent.worker_settings`."""
+    learner's own and with :meth:`~xagents.agent.base.BaseAgent.worker_settings`."""
     from xagents.utils.envs import env_settings
     from xagents.utils.saved import json_values
 
     settings = env_settings(agent.envs)
     if settings is None:
         raise ValueError('workers make their envs from an env id: build the agent with from_env or create_envs')
-    hyperparameters, unsaved = json_values({name: value for name, value in agent.hyperparameters.items()
-                                            if name not in LEARNER_ONLY})
+    hyperparameters, unsaved = json_values(agent.hyperparameters)
     if unsaved:
         raise ValueError(f'workers build their agents from settings that can be sent: give {unsaved[0]} as a '
                          'file (a .cfg), not an object')

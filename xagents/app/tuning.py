@@ -9,6 +9,9 @@ Storage: with no URL the study lives in ``<study>.journal.log`` in the working d
 (Optuna's journal file, safe for several local processes, readable by ``optuna-dashboard``);
 with a ``postgresql://`` or ``mysql://`` URL every machine running the same command joins one
 study (Optuna's distributed mode), with heartbeats so that a dead worker's trial is failed.
+What exists is checked before anything is written: a SQLite file holding another application's
+tables, a journal path that is no file, a journal damaged before its last line, or a study resumed
+with other settings (agent, env, budgets, searched ranges, fixed values) is refused, left as it is.
 
 Isolation: every trial trains in a fresh Python process, because TensorFlow keeps the memory of
 models built in a process (tensorflow issue 62854). The child only trains and writes one JSON
@@ -29,13 +32,10 @@ ends, so two workers finishing together would both start one more.)
 from __future__ import annotations
 
 import collections
-import dataclasses
-import functools
 import importlib
 import importlib.util
 import json
 import logging
-import math
 import os
 import re
 import select
@@ -48,327 +48,23 @@ import tempfile
 import threading
 import time
 import warnings
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import optuna
-from optuna.distributions import (BaseDistribution, CategoricalDistribution, FloatDistribution,
-                                  IntDistribution, check_distribution_compatibility)
 from optuna.exceptions import UpdateFinishedTrialError
-from optuna.storages import JournalStorage, RDBStorage, fail_stale_trials
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages import RDBStorage, fail_stale_trials
 from optuna.trial import TrialState
 
-from xagents.utils.cli import Flag, constructors, flags_of
+from xagents.utils.checkpoints import NonFiniteError
 from xagents.utils.console import console_logging
 from xagents.utils.atomic import check_writable
-from xagents.utils.envs import create_envs, env_spec
-from xagents.utils.validation import check_value
+from xagents.utils.envs import env_spec
+from xagents.app.search_space import SearchSpace, agent_name, flag_words, hyperparameter_flags, search_space
+from xagents.app.study import (HEARTBEAT_INTERVAL, PRUNERS, SAMPLERS, TARGET_ATTR, make_pruner, make_sampler, one_line,
+                               open_storage, open_study)
 
 logger = logging.getLogger(__name__)
-
-SCALES = {
-    'log': 'MIN MAX log-uniform, or choices',
-    'uniform': 'MIN MAX uniform, or choices',
-    'categorical': 'choices',
-}
-GRAMMAR = ('one value fixes a flag; MIN MAX searches a range (numeric flags, scale as tagged); '
-           'comma-separated or three or more values are choices')
-DRIVERS = {'postgresql': (('psycopg2', 'psycopg2'), ('psycopg', 'psycopg')),
-           'mysql': (('MySQLdb', 'mysqldb'), ('pymysql', 'pymysql'))}
-SAMPLERS = ('tpe', 'random')
-PRUNERS = ('median', 'halving', 'none')
-NOT_SEARCHED = {'seed', 'checkpoints', 'history_checkpoint', 'quiet', 'log_frequency'}
-HEARTBEAT_INTERVAL = 30  # seconds between heartbeats of a running trial (RDB storages)
-GRACE_PERIOD = 120  # seconds without a heartbeat after which another worker fails the trial
-TARGET_ATTR = 'target_trials'
-_BOOLS = {'true': True, 'yes': True, '1': True, 'false': False, 'no': False, '0': False}
-
-
-# ------------------------------------------------------------------------------ search space
-def agent_name(agent: type) -> str:
-    """The command-line name of an agent class (``PPO`` -> ``ppo``)."""
-    return agent.__name__.lower()
-
-
-@functools.lru_cache(maxsize=None)
-def hyperparameter_flags(agent: type) -> dict[str, Flag]:
-    """Flags of every constructor and env parameter a search can set, by parameter name."""
-    return {flag.name: flag for flag in flags_of(constructors(agent, object) + [create_envs], skip=NOT_SEARCHED)}
-
-
-@functools.lru_cache(maxsize=None)
-def tunable(agent: type) -> dict[str, str]:
-    """``{parameter: 'log' | 'uniform' | 'categorical'}`` from the ``cli.py`` beside the agent's module.
-
-    Raises:
-        ValueError: the agent has no ``cli.py`` (it cannot be tuned), or its table names a
-            parameter the agent does not have or a range scale for a non-numeric one.
-    """
-    package = agent.__module__.rsplit('.', 1)[0]
-    try:
-        table = importlib.import_module(f'{package}.cli').TUNABLE
-    except ModuleNotFoundError as error:
-        if error.name != f'{package}.cli':
-            raise
-        raise ValueError(f'{agent_name(agent)} cannot be tuned: expected {package.replace(".", "/")}/cli.py '
-                         'declaring its TUNABLE hyperparameters, found none') from None
-    flags = hyperparameter_flags(agent)
-    for name, scale in table.items():
-        flag = flags.get(name)
-        if flag is None or scale not in SCALES or (scale != 'categorical' and flag.kind not in ('int', 'float')):
-            raise ValueError(f'{package}.cli.TUNABLE: expected a parameter of {agent_name(agent)} with scale log or '
-                             f'uniform (numeric) or categorical, got {name!r}: {scale!r}')
-    return dict(table)
-
-
-@dataclasses.dataclass
-class SearchSpace:
-    """The hyperparameters of a search: fixed values, and distributions that trials sample."""
-
-    fixed: dict[str, Any]
-    distributions: dict[str, BaseDistribution]
-
-    def sample(self, trial: optuna.Trial) -> dict[str, Any]:
-        """Suggest a value for every searched hyperparameter."""
-        values = {}
-        for name, distribution in self.distributions.items():
-            if isinstance(distribution, CategoricalDistribution):
-                values[name] = trial.suggest_categorical(name, distribution.choices)
-            elif isinstance(distribution, IntDistribution):
-                values[name] = trial.suggest_int(name, distribution.low, distribution.high, log=distribution.log)
-            else:
-                values[name] = trial.suggest_float(name, distribution.low, distribution.high, log=distribution.log)
-        return values
-
-
-def search_space(agent: type, search: Mapping[str, Any]) -> SearchSpace:
-    """Check a search against ``agent``'s parameters and turn it into a :class:`SearchSpace`.
-
-    Args:
-        agent: The agent class, e.g. ``xagents.PPO``.
-        search: Maps parameter names to one value (fixed), a list of values (choices) or a
-            ``(MIN, MAX)`` tuple (a range, for numeric tunable parameters).
-
-    Raises:
-        ValueError: An unknown parameter, choices or a range for a parameter that is not
-            tunable, a range for a non-numeric one, MIN > MAX, a value of the wrong type, or
-            nothing to search.
-    """
-    flags, scales = hyperparameter_flags(agent), tunable(agent)
-    fixed, distributions = {}, {}
-    for name, spec in search.items():
-        flag = flags.get(name)
-        if flag is None:
-            raise ValueError(f'expected a {agent_name(agent)} hyperparameter, got {name!r}')
-        if isinstance(spec, list) and len(spec) == 1:
-            spec = spec[0]
-        if not isinstance(spec, (list, tuple)):
-            fixed[name] = _convert(flag, spec)
-            continue
-        if name not in scales:
-            options = ' '.join(flags[tunable_name].option for tunable_name in scales)
-            shape = 'a range' if isinstance(spec, tuple) else 'choices'
-            raise ValueError(f'expected one value for {flag.option}, which is not tunable '
-                             f'(tunable: {options}), got {shape}')
-        if isinstance(spec, list):
-            choices = tuple(_convert(flag, value) for value in spec)
-            if len(set(choices)) < len(choices):
-                raise ValueError(f'expected distinct choices for {flag.option}, got {" ".join(map(str, spec))}')
-            distributions[name] = CategoricalDistribution(choices)
-            continue
-        if scales[name] == 'categorical':
-            raise ValueError(f'expected choices for {flag.option} (separate two with a comma), got a range')
-        if len(spec) != 2:
-            raise ValueError(f'expected MIN MAX for {flag.option}, got {len(spec)} values')
-        low, high = (_convert(flag, value, 'MIN MAX') for value in spec)
-        if low > high:
-            raise ValueError(f'expected MIN <= MAX for {flag.option}, got {low} > {high}')
-        log = scales[name] == 'log'
-        if log and low <= 0:
-            raise ValueError(f'expected MIN > 0 for {flag.option} (searched log-uniformly), got {low}')
-        kind = IntDistribution if flag.kind == 'int' else FloatDistribution
-        distributions[name] = kind(low, high, log=log)
-    if not distributions:
-        raise ValueError('expected a hyperparameter to search (MIN MAX, or several values), got only fixed values')
-    return SearchSpace(fixed, distributions)
-
-
-def cli_search_value(flag: Flag, words: Sequence[str]) -> Any:
-    """What a flag's command-line words mean in a search: see :data:`GRAMMAR`."""
-    if len(words) == 1 and ',' in words[0]:
-        return [word for word in words[0].split(',') if word]
-    if len(words) == 1:
-        return words[0]
-    if len(words) == 2 and flag.kind in ('int', 'float'):
-        return tuple(words)
-    return list(words)
-
-
-def _convert(flag: Flag, value: Any, what: str = '') -> Any:
-    expected = {'int': 'an integer', 'float': 'a number', 'bool': 'true or false'}.get(flag.kind, 'a string')
-    try:
-        if flag.kind == 'bool':
-            return value if isinstance(value, bool) else _BOOLS[str(value).lower()]
-        if flag.kind in ('int', 'float'):
-            number = float(value)
-            if isinstance(value, bool) or not math.isfinite(number):
-                raise ValueError
-            if flag.kind == 'int':
-                if not number.is_integer():
-                    raise ValueError
-                number = int(number)
-            check_value(flag.name, number)  # the rule of its kind, as training applies it
-            return number
-        if not isinstance(value, str):
-            raise ValueError
-        return value
-    except (ValueError, TypeError, KeyError) as error:
-        if str(error).startswith('expected'):
-            raise
-        where = f'{flag.option} {what}'.strip()
-        raise ValueError(f'expected {expected} for {where}, got {value!r}') from None
-
-
-# --------------------------------------------------------------------------- storage, study
-def mask_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``, whether or not it parses."""
-    scheme = re.match(r'[\w+.-]*://', url)
-    start = scheme.end() if scheme else 0
-    at = url.rfind('@')
-    colon = url.find(':', start, at)
-    if at > 0 and colon >= 0:  # user:password@ (a malformed URL too: hide rather than show)
-        url = f'{url[:colon]}:***{url[at:]}'
-    return re.sub(r'(password=)[^&]*', r'\1***', url)
-
-
-def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.storages.BaseStorage, str]:
-    """The storage of a study and how to show it: a journal file in the working directory by
-    default, else the database at ``url`` (reached within 10 s, or a ValueError)."""
-    if url is None:
-        path = os.path.abspath(re.sub(r'[^\w.-]', '_', study) + '.journal.log')
-        repair_journal(path)
-        return JournalStorage(JournalFileBackend(path)), path
-    shown = mask_url(url)
-    backend = url.split('://', 1)[0].split('+', 1)[0] if '://' in url else ''
-    if backend not in ('postgresql', 'mysql', 'sqlite'):
-        raise ValueError(f'expected a storage URL like postgresql://user@host/db or mysql://user@host/db, got {shown!r}')
-    if backend == 'sqlite' and n_jobs > 1:
-        raise ValueError(f'expected --n-jobs 1 with SQLite, which Optuna advises against for parallel workers '
-                         f'(the default journal file is safe), got {n_jobs}')
-    if '+' not in url.split('://', 1)[0]:
-        # SQLAlchemy's default driver differs across versions (psycopg2, then psycopg 3): use one installed
-        installed = [name for module, name in DRIVERS.get(backend, ()) if importlib.util.find_spec(module)]
-        if backend in DRIVERS and not installed:
-            extra = {'postgresql': 'postgres', 'mysql': 'mysql'}[backend]
-            raise ValueError(f"a {backend} storage needs a database driver: pip install 'xagents[{extra}]'")
-        if installed:
-            url = url.replace('://', f'+{installed[0]}://', 1)
-    password = re.match(r'[^:]*://[^/@:]*:(.*)@', url)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter('ignore', optuna.exceptions.ExperimentalWarning)
-            storage = RDBStorage(url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD,
-                                 engine_kwargs={'connect_args': {'connect_timeout': 10}} if backend != 'sqlite' else {})
-    except Exception as error:  # any driver or connection error: a one-line message, password hidden
-        message = mask_url(_one_line(error))
-        if password and password.group(1):
-            message = message.replace(password.group(1), '***')
-        raise ValueError(f'cannot open storage {shown}: {message}') from None
-    return storage, shown
-
-
-def repair_journal(path: str) -> None:
-    """Drop a partial last record, left when a process was killed while appending to the journal.
-
-    Optuna writes one JSON record per line; without this, every later run fails to parse the file.
-    """
-    if not os.path.isfile(path):
-        return
-    with open(path, 'rb') as file:
-        content = file.read()
-    complete = content.rfind(b'\n') + 1
-    tail = content[complete:]
-    if not tail.strip():
-        return
-    try:
-        json.loads(tail)
-        with open(path, 'ab') as file:  # a whole record that only lacks its newline
-            file.write(b'\n')
-    except ValueError:
-        os.truncate(path, complete)
-        logger.warning('%s ended with a partial record (%d bytes) from an interrupted write: dropped it',
-                       path, len(tail))
-
-
-def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
-               sampler: optuna.samplers.BaseSampler, pruner: optuna.pruners.BasePruner,
-               scoring: Mapping[str, int] | None = None) -> optuna.Study:
-    """Load the study (checking it searches the same agent, env and distributions, and scores trials
-    as ``scoring`` says: ``trial_steps``, ``eval_episodes``) or create it.
-
-    Nothing is written to an existing study unless every check passes.
-    """
-    try:
-        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
-    except KeyError:
-        study = optuna.create_study(storage=storage, study_name=name, direction='maximize', sampler=sampler,
-                                    pruner=pruner, load_if_exists=True)
-    attrs, agent_id = study.user_attrs, agent_name(agent)
-    owner = (attrs.get('agent', agent_id), attrs.get('env', env_id))
-    if owner != (agent_id, env_id):
-        raise ValueError(f'study {name!r} tunes {owner[0]} on {owner[1]}, got {agent_id} on {env_id}: '
-                         'choose another --study')
-    if study.directions != [optuna.study.StudyDirection.MAXIMIZE]:
-        raise ValueError(f'study {name!r} does not maximise one value: choose another --study')
-    for setting, value in (scoring or {}).items():  # trials of other budgets would be ranked together
-        if attrs.get(setting, value) != value:
-            raise ValueError(f'study {name!r} scored its trials with --{setting.replace("_", "-")} {attrs[setting]}, '
-                             f'got {value}: keep it, or choose another --study')
-    searched = {}
-    for trial in study.get_trials(deepcopy=False):
-        searched.update(trial.distributions)
-    flags = hyperparameter_flags(agent)
-    for parameter, distribution in space.distributions.items():
-        if parameter in searched:
-            try:
-                check_distribution_compatibility(searched[parameter], distribution)
-            except ValueError:
-                raise ValueError(f'study {name!r} searched {flags[parameter].option} as {_describe(searched[parameter])}, '
-                                 f'got {_describe(distribution)}: keep it, or choose another --study') from None
-    if 'agent' not in attrs:
-        study.set_user_attr('agent', agent_id)
-        study.set_user_attr('env', env_id)
-    for setting, value in (scoring or {}).items():
-        if setting not in attrs:
-            study.set_user_attr(setting, value)
-    return study
-
-
-def _describe(distribution: BaseDistribution) -> str:
-    if isinstance(distribution, CategoricalDistribution):
-        return 'choices ' + ','.join(map(str, distribution.choices))
-    return f'{"a log-uniform" if distribution.log else "a uniform"} range'
-
-
-def make_sampler(sampler: str, warmup_trials: int) -> optuna.samplers.BaseSampler:
-    """TPE (multivariate, with a constant liar for parallel workers) after ``warmup_trials`` random ones."""
-    if sampler == 'random':
-        return optuna.samplers.RandomSampler()
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore', optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(n_startup_trials=warmup_trials, multivariate=True, constant_liar=True)
-
-
-def make_pruner(pruner: str, warmup_trials: int, trial_steps: int, n_reports: int) -> optuna.pruners.BasePruner:
-    """Median rule after ``warmup_trials`` trials and a third of each trial, successive halving, or none."""
-    interval = trial_steps // n_reports
-    if pruner == 'median':
-        return optuna.pruners.MedianPruner(n_startup_trials=warmup_trials, n_warmup_steps=interval * (n_reports // 3))
-    if pruner == 'halving':
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=interval)
-    return optuna.pruners.NopPruner()
-
 
 # ------------------------------------------------------------------------------ the search
 def tune(
@@ -563,7 +259,7 @@ class _Search:
                         trial_steps=self.trial_steps, n_reports=self.n_reports, eval_episodes=self.eval_episodes)
             state, value, note = self.train(trial, spec)
         except BaseException as error:
-            note = _one_line(error)
+            note = one_line(error)
             raise
         finally:
             if note:
@@ -640,11 +336,7 @@ def train_command(agent: type, env_id: str, hyperparameters: Mapping[str, Any], 
     flags = hyperparameter_flags(agent)
     words = ['xagents', 'train', agent_name(agent), '--env', env_id]
     for name, value in hyperparameters.items():
-        option = flags[name].option
-        if isinstance(value, bool):
-            words.append(option if value else '--no-' + option[2:])
-        else:
-            words += [option, repr(value) if isinstance(value, float) else str(value)]
+        words += flag_words(flags[name].option, value)
     words += ['--seed', str(seed), '--max-steps', str(trial_steps)]
     if eval_episodes:
         words += ['--eval-frequency', str(trial_steps // n_reports), '--eval-episodes', str(eval_episodes)]
@@ -682,7 +374,7 @@ def write_plots(study: optuna.Study, directory: str) -> list[str]:
                 warnings.simplefilter('ignore')
                 axes = draw(study)
         except Exception as error:  # e.g. importances need two complete trials
-            logger.warning('%s not drawn: %s', name, _one_line(error))
+            logger.warning('%s not drawn: %s', name, one_line(error))
             continue
         figure = np.ravel(axes)[0].figure
         path = os.path.join(directory, f'{name}.png')
@@ -694,14 +386,6 @@ def write_plots(study: optuna.Study, directory: str) -> list[str]:
 
 def _short(value: Any) -> str:
     return f'{value:.3g}' if isinstance(value, float) else str(value)
-
-
-def _one_line(error: BaseException) -> str:
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    if not lines:
-        return type(error).__name__
-    # TensorFlow's errors open with 'in user code:' and end with the actual error
-    return lines[-1] if lines[0].endswith(':') else f'{type(error).__name__}: {lines[0]}'
 
 
 def _alive(pid: int) -> bool:
@@ -744,17 +428,17 @@ def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, An
     if isinstance(agent, str):  # 'module:Class', as the parent sends it to a trial's process
         module, _, name = agent.partition(':')
         agent = getattr(importlib.import_module(module), name)
-    instance, run = agent.from_env(env_id, quiet=True, **hyperparameters), None
+    instance, run = agent.from_env(env_id, **hyperparameters), None
     try:
         for report in range(1, n_reports + 1):
             step = trial_steps * report // n_reports
             try:
                 if run is None or instance.steps < step:
-                    run = instance.fit(max_steps=step, total=True)
+                    run = instance.fit(max_steps=step, total=True, quiet=True)
             except Exception as error:  # NaN weights surface as errors (e.g. NaN probabilities)
-                if _weights_finite(instance):
+                if _weights_finite(instance) and not isinstance(error, NonFiniteError):
                     raise
-                raise Diverged(f'non-finite weights after {instance.steps} steps ({_one_line(error)})') from None
+                raise Diverged(f'non-finite weights after {instance.steps} steps ({one_line(error)})') from None
             bad = [name for name, value in run.metrics.items() if not np.isfinite(float(value))]
             if bad or not _weights_finite(instance):
                 raise Diverged(f'non-finite {", ".join(bad) or "weights"} after {instance.steps} steps')
@@ -787,7 +471,7 @@ def _trial_process() -> None:
     except BrokenPipeError:  # the parent is gone
         raise SystemExit(1)
     except Exception as error:
-        send(error=_one_line(error))
+        send(error=one_line(error))
         raise SystemExit(1)
 
 

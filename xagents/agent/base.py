@@ -1,0 +1,571 @@
+"""BaseAgent: envs, models and optimizers, observation normalisation, env stepping, and the acting contract
+(``act`` / ``collect`` / ``train_once``) that :class:`~xagents.agent.on_policy.OnPolicy` and
+:class:`~xagents.agent.off_policy.OffPolicy` fill for their families.
+
+The user's face (``fit predict save load evaluate export play``) is here as thin methods: what a run does lives
+in :mod:`xagents.training` (a :class:`~xagents.training.run.Run` and its callbacks), what files record in
+:mod:`xagents.agent.persistence`, exporting and playing in :mod:`xagents.app`.
+"""
+from __future__ import annotations
+
+import importlib.resources
+import inspect
+import logging
+import os
+from types import SimpleNamespace
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers.utils import RunningMeanStd
+
+from xagents.agent import persistence
+from xagents.agent.construction import constructor, with_run_defaults
+from xagents.agent.stepping import EnvStepping
+from xagents.agent.worker_side import WorkerSide
+from xagents.training.callbacks import Callback
+from xagents.training.distributed import WorkerPool
+from xagents.training.evaluation import EvaluationResult, evaluate
+from xagents.training.fit import train
+from xagents.training.run import Episode, Run
+from xagents.utils.distributions import StateDependentNoise
+from xagents.utils.envs import ENV_PARAMETERS, create_envs, one_hot_size
+from xagents.utils.history import History
+from xagents.utils.models import Forward, Output, build_model, check_model, is_image_space
+from xagents.utils.names import unknown_parameter
+from xagents.utils.presets import read_presets
+from xagents.utils.quiet_tensorflow import tf
+from xagents.utils.streams import ACTING, random_stream
+from xagents.utils.validation import RENAMED, validated
+
+logger = logging.getLogger('xagents')
+
+
+class BaseAgent(EnvStepping, WorkerSide):
+    """Base of every agent: hyperparameters, models, envs and the training loop that ``fit`` drives.
+
+    Subclasses declare ``supported_action_spaces`` and ``model_roles`` (the models saved by
+    ``--checkpoints``, in order), build their models and optimizers, and implement
+    :meth:`train_once` (through :class:`OnPolicy` / :class:`OffPolicy`) and :meth:`act`.
+    """
+
+    supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
+    model_roles: tuple[str, ...] = ('model',)
+    sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
+    observation_clip = 10.0  # normalised observations are clipped to +-this (VecNormalize's clip_obs)
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Every agent's constructor takes renamed parameters by their old names for a release, and checks
+        its arguments by kind (``xagents.utils.validation``)."""
+        super().__init_subclass__(**kwargs)
+        if '__init__' in vars(cls):
+            cls.__init__ = constructor(validated(cls.__init__))
+
+    @validated
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        *,
+        lr: float = 7e-4,
+        lr_decay_steps: int | None = None,
+        gamma: float = 0.99,
+        seed: int | None = None,
+        normalize_observations: bool = False,
+        workers: int | None = None,
+    ) -> None:
+        """Check the env against the agent and set up the shared machinery.
+
+        Args:
+            envs: A Gymnasium vector env (see ``xagents.utils.envs.create_envs``).
+            lr: Learning rate.
+            lr_decay_steps: Anneal learning rates linearly to 0 over this many steps (RL Zoo's schedule).
+            gamma: Discount factor.
+            seed: Seed for TensorFlow, NumPy action sampling and the envs; same seed, same history.
+            normalize_observations: Scale vector observations by their running mean and standard
+                deviation, clipped (Baselines' VecNormalize and DDPG, RL Zoo's normalize); the statistics
+                are updated while collecting only, frozen when acting outside training, and saved with
+                the first model.
+            workers: Collect experience on this many Ray workers, each with n_envs envs (the distributed
+                extra); the agent learns from workers x n_envs envs, so this sets its batch.
+        """
+        if not isinstance(envs.single_observation_space, gym.spaces.Box):
+            raise ValueError(
+                f'{type(self).__name__} expects Box observations (envs made by create_envs one-hot encode '
+                f'Discrete ones), got {envs.single_observation_space}'
+            )
+        if not isinstance(envs.single_action_space, self.supported_action_spaces):
+            supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
+            raise ValueError(
+                f'{type(self).__name__} supports {supported} action spaces, '
+                f'got {envs.single_action_space}'
+            )
+        self.envs = envs
+        self.workers = workers
+        self.n_envs = envs.num_envs * (workers or 1)  # the envs the agent learns from: workers x n_envs
+        self.pool: WorkerPool | None = None  # the workers of the fit in progress
+        self.gamma = gamma
+        self.seed = seed
+        self.run_defaults: dict = {}  # fit's settings for this agent where a call gives none (from_env's presets)
+        self.observation_stats = None
+        if normalize_observations:
+            space = envs.single_observation_space
+            if is_image_space(space):
+                raise ValueError(f'normalize_observations scales vector observations, got images shaped {space.shape} '
+                                 '(they are scaled to [0, 1] in the model)')
+            self.observation_stats = RunningMeanStd(shape=space.shape)
+        if seed is not None:
+            tf.keras.utils.set_random_seed(seed)
+        self.rng = random_stream(seed, ACTING)
+        self.optimizer_settings = {'learning_rate': lr}  # Adam's, for make_optimizer's default
+        self.lr_decay_steps = lr_decay_steps
+        self.lr_factor = 1.0  # product of plateau reductions
+        self.initial_learning_rates: dict[str, float] = {}
+        self.history = History(None, self.identity())  # every finished episode, across runs (fit names its file)
+        self.models: dict[str, tf.keras.Model] = {}
+        self.optimizers: dict[str, tf.keras.optimizers.Optimizer] = {}
+        self.steps = 0  # env steps taken, over all runs: the clock of every schedule
+        self.weights_loaded: list[str] = []
+        self.written_save_dirs: set[str] = set()  # save_dirs of earlier fits (real paths): later fits go on there
+        self.training_started = False  # envs reset and stepped by a run
+        self.forwards: list[Forward] = []  # acting passes, refreshed when weights change
+        self._weights_version = 0  # counts weight changes: workers get new weights when it moves
+        self.finished_episodes: list[Episode] = []  # since the run last took them
+
+    # ----------------------------------------------------------------- construction helpers
+    @classmethod
+    def default_hyperparameters(cls, env_id: str) -> dict:
+        """Tuned defaults for ``env_id`` from the agent's ``hyperparameters.json``.
+
+        The file maps ``default`` (every env), ``atari`` (ALE ids) and env ids to settings;
+        later entries override earlier ones and explicit arguments override them all.
+        """
+        return read_presets(cls.__module__.rsplit('.', 1)[0], env_id)
+
+    @classmethod
+    def run_settings_apart(cls, settings: dict) -> tuple[dict, dict]:
+        """``settings`` split into the agent's own parameters (and env settings) and the run's: parameters of
+        ``fit`` that the constructors do not take (``checkpoints``, ``quiet``, a preset's ``reward_buffer_size``)."""
+        run = set(inspect.signature(BaseAgent.fit).parameters) - cls.parameter_names()
+        return ({name: value for name, value in settings.items() if name not in run},
+                {name: value for name, value in settings.items() if name in run})
+
+    @classmethod
+    def parameter_names(cls) -> set[str]:
+        """Every parameter the agent's constructors (and the envs it is built on) take."""
+        names = {name for klass in cls.__mro__ if '__init__' in vars(klass)
+                 for name in inspect.signature(klass.__init__).parameters}
+        return names - {'self', 'envs', 'kwargs'} | set(ENV_PARAMETERS)
+
+    @classmethod
+    def check_parameter_names(cls, kwargs: dict) -> None:
+        """Refuse a parameter the agent does not take, naming the class and the closest name (a
+        Stable-Baselines3 name's twin: ``learning_rate`` -> ``lr``), as the command line does for flags."""
+        known = cls.parameter_names() - set(ENV_PARAMETERS)
+        for name in kwargs:
+            if name in ENV_PARAMETERS:
+                raise TypeError(f'{cls.__name__} takes envs already made, and {name} is how envs are made: '
+                                f"{cls.__name__}.from_env('CartPole-v1', {name}=...) or "
+                                f'xagents.utils.envs.create_envs(..., {name}=...)')
+            if name not in known:
+                raise unknown_parameter(cls.__name__, name, known)
+
+    @classmethod
+    def with_new_names(cls, kwargs: dict) -> dict:
+        """``kwargs`` with parameters given by an old name (:data:`RENAMED`) under their new one, each
+        with a one-line notice (when the agent has the new name and not the old)."""
+        names, kwargs = cls.parameter_names(), dict(kwargs)
+        for old, new in RENAMED.items():
+            if old in kwargs and old not in names and new in names:
+                if new in kwargs:
+                    raise ValueError(f'{old} is the old name of {new}: give one of them, not both')
+                logger.warning('%s: %s is deprecated, use %s (the old name goes in the next release)',
+                               cls.__name__, old, new)
+                kwargs[new] = kwargs.pop(old)
+        return kwargs
+
+    @classmethod
+    def from_env(cls, env_id: str, **kwargs):
+        """Build envs and the agent for ``env_id`` with the same tuned defaults as the CLI; run settings among
+        ``kwargs`` (``quiet``, ``checkpoints``...: parameters of ``fit``) become fit's defaults for the agent."""
+        kwargs = cls.with_new_names(kwargs)  # an explicit old name still wins over a tuned default
+        presets = cls.default_hyperparameters(env_id)
+        unknown = sorted(set(presets) - cls.parameter_names() - set(inspect.signature(BaseAgent.fit).parameters))
+        if unknown:
+            raise ValueError(f'{cls.__name__}\'s hyperparameters.json sets {unknown[0]!r} for {env_id}, '
+                             f'which is none of its parameters')
+        settings, run_settings = cls.run_settings_apart({**presets, **kwargs})
+        env_kwargs = {name: settings.pop(name) for name in ENV_PARAMETERS if name in settings}
+        envs = create_envs(env_id, seed=settings.get('seed'), **env_kwargs)
+        try:
+            agent = cls(envs, **settings)
+        except BaseException:
+            envs.close()
+            raise
+        agent.run_defaults.update(run_settings)
+        return agent
+
+    def model_file(self, role: str, observation_space: gym.Space, given) -> str | tf.keras.Model:
+        """Resolve a model argument: a Keras model or cfg path as given, or the packaged default.
+
+        The default is ``models/{ann,cnn}-<role>.cfg`` beside the agent's module, else beside its
+        base class's (TD3 uses DDPG's actor; PPO and A2C the shared ``xagents/agent/models``). A bare
+        file name that is no file here names a packaged cfg the same way (a preset's
+        ``"actor_model": "ann-actor-256.cfg"``).
+        """
+        if given is not None and not (isinstance(given, str) and os.path.basename(given) == given
+                                      and given.endswith('.cfg') and not os.path.exists(given)):
+            return given
+        name = given or f'{"cnn" if is_image_space(observation_space) else "ann"}-{role}.cfg'
+        for klass in type(self).__mro__:
+            if issubclass(klass, BaseAgent):
+                root, *inner = klass.__module__.split('.')[:-1]
+                path = importlib.resources.files(root).joinpath(*inner, 'models', name)
+                if path.is_file():
+                    return str(path)
+        raise ValueError(f'{type(self).__name__} ships no {name}: pass a model (a .cfg file or a Keras model)')
+
+    def build(self, role: str, given, outputs: Sequence[Output], features: bool = False) -> tf.keras.Model:
+        """Build (or accept) the model for ``role`` with the outputs the agent needs (and, with ``features``,
+        the activations its first output's layer takes, last)."""
+        observation_space = self.envs.single_observation_space
+        model = self.model_file(role, observation_space, given)
+        if isinstance(model, tf.keras.Model):
+            check_model(model, observation_space, outputs, features, f"{type(self).__name__}'s {role}")
+        else:
+            model = build_model(model, observation_space, outputs, name=role, features=features)
+        self.models[role] = model
+        return model
+
+    def make_optimizer(self, role: str, optimizer: tf.keras.optimizers.Optimizer | None = None,
+                       **overrides) -> tf.keras.optimizers.Optimizer:
+        """Register the optimizer of ``role``'s model (default: Adam with ``optimizer_settings``),
+        built so that it can be restored and traced, and following the shared LR schedule."""
+        optimizer = optimizer or tf.keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
+        optimizer.build(self.models[role].trainable_variables)
+        self.optimizers[role] = optimizer
+        self.initial_learning_rates[role] = float(optimizer.learning_rate)
+        return optimizer
+
+    def update_learning_rates(self) -> None:
+        """Set each optimizer's rate: initial x plateau reductions x linear decay (if any)."""
+        decay = 1.0 if self.lr_decay_steps is None else max(0.0, 1 - self.steps / self.lr_decay_steps)
+        for role, optimizer in self.optimizers.items():
+            optimizer.learning_rate.assign(self.initial_learning_rates[role] * self.lr_factor * decay)
+
+    # ---------------------------------------------------------------- files (agent.persistence)
+    def identity(self) -> dict[str, str | None]:
+        """What this agent's files were made by: the agent, the env id (if known) and its spaces."""
+        return persistence.identity_of(type(self).__name__, self.envs)
+
+    def save_models(self, paths: Sequence[str] | None = None) -> None:
+        """Save every model (with its optimizer, the step counter and the run's identity) to ``paths``, one per
+        model role (what ``fit(checkpoints=...)`` writes); default: the checkpoints of the agent's fits."""
+        paths = paths or self.run_defaults.get('checkpoints')
+        if not paths:
+            raise ValueError(f'expected checkpoint paths, one per model ({", ".join(self.model_roles)}), got none')
+        persistence.save_models(self, paths)
+
+    def load_weights(self, weights: Sequence[str]) -> None:
+        """Load models (and optimizer states) saved by :meth:`save_models`, one path per role.
+
+        Args:
+            weights: Weights files saved by --checkpoints, one per model, or a directory written by
+                save: to resume training (with its history) or to play.
+
+        Raises:
+            ValueError: a file is no checkpoint, was saved by another agent, env or spaces, does not fit
+                its model, or the files are from different steps (a set torn by a kill while saving).
+        """
+        persistence.load_weights(self, weights)
+
+    @staticmethod
+    def trained_normalisation(weights: Sequence[str]) -> dict[str, bool]:
+        """The normalisation flags the weights files were trained with (play and export need the same)."""
+        return persistence.trained_normalisation(weights)
+
+    @validated
+    def save(self, path: str, include_buffer: bool = False) -> str:
+        """Write the agent to directory ``path``: every model with its optimizer state, the
+        hyperparameters it was built with, its env, step counter, identity, normalisation statistics
+        and random state, and (``include_buffer``) its replay buffer. ``load`` rebuilds it from that
+        alone. A kill while saving leaves the previous save of ``path`` whole (see ``utils.saved``).
+
+        Returns:
+            ``path``.
+        """
+        return persistence.save(self, path, include_buffer)
+
+    @classmethod
+    def load(cls, path: str, env: str | gym.Env | gym.vector.VectorEnv | None = None, **overrides):
+        """Rebuild an agent saved by :meth:`save`: on the env it was trained on (made again from its id
+        and settings), or on ``env`` (an id, a ``gym.Env`` or a vector env) with the same spaces.
+
+        Args:
+            path: A directory written by ``save``.
+            env: Where the agent acts from now on (default: as it was saved).
+            overrides: Constructor arguments that replace the saved ones, any that could not be saved (a
+                Keras model object given as ``model``), and run settings for its fits (``quiet=True``).
+
+        Raises:
+            ValueError: ``path`` holds another agent, was trained on another env or spaces, or was
+                written by a newer xagents.
+        """
+        return persistence.load(cls, path, env, **overrides)
+
+    def restore(self, path: str, manifest: dict | None = None) -> None:
+        """Take back the models, statistics, step counter, random state (and replay buffer) of a
+        directory written by :meth:`save` into this agent."""
+        persistence.restore(self, path, manifest)
+
+    # ------------------------------------------------------------------------ normalisation
+    def running_statistics(self) -> dict[str, RunningMeanStd]:
+        """The normalisation statistics the agent learns with, by name; saved with its first model."""
+        return {} if self.observation_stats is None else {'observation': self.observation_stats}
+
+    def normalized(self, observations: np.ndarray) -> np.ndarray:
+        """Observations as the models see them: scaled by the running statistics (frozen) when enabled."""
+        stats = self.observation_stats
+        if stats is None:
+            return observations
+        scaled = (observations - stats.mean) / np.sqrt(stats.var + 1e-8)
+        return np.clip(scaled, -self.observation_clip, self.observation_clip).astype(np.float32)
+
+    def observe(self, observations: np.ndarray) -> np.ndarray:
+        """Observations met while collecting: the running statistics take them in, then they are normalised."""
+        if self.observation_stats is not None:
+            self.observation_stats.update(observations)
+        return self.normalized(observations)
+
+    def training_state(self) -> dict:
+        """What changes while training besides weights and statistics, JSON-ready: random states and
+        counters that decide the next update (saved by :meth:`save`)."""
+        return {'random_state': self.rng.bit_generator.state}
+
+    def restore_training_state(self, state: dict) -> None:
+        self.rng.bit_generator.state = state['random_state']
+
+    def acting(self, *models: tf.keras.Model) -> Forward:
+        """The forward pass the agent acts with (see :class:`xagents.utils.models.Forward`), kept in
+        step with the weights by :meth:`on_weights_changed`."""
+        forward = Forward(*models)
+        self.forwards.append(forward)
+        return forward
+
+    def on_weights_changed(self) -> None:
+        """Called after weights change outside ``train_step`` (loading, updates): refresh acting passes."""
+        for forward in self.forwards:
+            forward.refresh()
+        self._weights_version += 1
+
+    def collect(self):
+        """Act in the envs for one round; what the agent learns from (workers return it to the learner)."""
+        raise NotImplementedError
+
+    def start_collection(self) -> None:
+        """A collection begins (with the weights of the last update): gSDE draws its noise anew."""
+        if self.sde:
+            self.sde.reset()
+
+    # ---------------------------------------------------------------------------- training
+    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Actions for a batch of observations, as the env expects them (see :meth:`env_actions`)."""
+        raise NotImplementedError
+
+    @validated
+    def predict(self, observation: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
+        ``predict``), with the observation normalisation and action scaling of training; nothing learns.
+        Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training.
+
+        Raises:
+            ValueError: the observation has neither the env's observation shape nor a batch of it.
+        """
+        space = self.envs.single_observation_space
+        observations, states = np.asarray(observation), one_hot_size(space)
+        if states and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
+            observations = np.eye(states, dtype=space.dtype)[observations]  # Discrete states, one-hot as in training
+        observations = observations.astype(space.dtype, copy=False)
+        single = observations.shape == space.shape
+        if not single and observations.shape[1:] != space.shape:
+            raise ValueError(f'expected an observation shaped {space.shape} or a batch shaped (n, '
+                             f'{", ".join(map(str, space.shape))}), got shape {observations.shape}')
+        actions = self.act(observations[None] if single else observations, deterministic)
+        return actions[0] if single else actions
+
+    def policy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """Deterministic env-ready actions for a batch of raw observations, in TensorFlow ops only (what
+        :meth:`export` writes): observation normalisation, the policy's mode, action scaling."""
+        return self.env_actions_graph(self.greedy_graph(self.normalized_graph(observations)))
+
+    def normalized_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """:meth:`normalized` in graph ops, with the statistics of now as constants."""
+        stats = self.observation_stats
+        if stats is None:
+            return observations
+        scaled = (tf.cast(observations, tf.float32) - stats.mean.astype(np.float32)) / np.sqrt(
+            stats.var + 1e-8).astype(np.float32)
+        return tf.clip_by_value(scaled, -self.observation_clip, self.observation_clip)
+
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """The policy's deterministic actions (inside the agent: indices, or ``[-1, 1]`` / raw Box
+        actions) for normalised observations, in graph ops."""
+        raise NotImplementedError
+
+    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+        """:meth:`env_actions` in graph ops."""
+        space = self.envs.single_action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return tf.cast(actions, tf.int64) + int(space.start)
+        return actions
+
+    @validated
+    def export(self, path: str, format: str | None = None) -> str:
+        """Write the deterministic policy as a standalone model at ``path``: raw observations in,
+        env-ready actions out, normalisation and action scaling inside.
+
+        Args:
+            path: File (tflite, onnx) or directory (saved_model) to write; it must not exist.
+            format: saved_model, tflite or onnx (the last two need pip install 'xagents[export]');
+                default: from the path, onnx for .onnx, tflite for .tflite, else saved_model.
+
+        Returns:
+            ``path``.
+        """
+        from xagents.utils.export import export_policy
+
+        return export_policy(self.policy_graph, self.envs.single_observation_space, path, format)
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """The agent's actions as the env takes them; the one place they are converted.
+
+        Discrete actions are indices from 0 inside every agent and shifted by the space's
+        ``start`` here; subclasses convert Box actions (clipped or scaled to the bounds).
+        """
+        space = self.envs.single_action_space
+        if isinstance(space, gym.spaces.Discrete) and space.start:
+            return actions + space.start
+        return actions
+
+    def train_once(self) -> dict[str, float]:
+        """Interact with the envs and update once; return loss metrics."""
+        raise NotImplementedError
+
+    @with_run_defaults
+    @validated
+    def fit(
+        self,
+        target_reward: float | None = None,
+        max_steps: int | None = None,
+        monitor_session: str | None = None,
+        tensorboard: str | None = None,
+        eval_frequency: int | None = None,
+        eval_episodes: int = 5,
+        stop_on: str = 'train',
+        callbacks: Sequence[Callback] = (),
+        total: bool = False,
+        save_dir: str | None = None,
+        save_frequency: int | None = None,
+        save_keep: int = 3,
+        save_replay_buffer: bool = False,
+        checkpoints: Sequence[str] | None = None,
+        history_checkpoint: str | None = None,
+        reward_buffer_size: int = 100,
+        log_frequency: int = 10,
+        plateau_start_steps: int | None = None,
+        plateau_reduce_factor: float = 0.9,
+        plateau_reduce_patience: int = 10,
+        early_stop_patience: int = 3,
+        ray_address: str | None = None,
+        quiet: bool = False,
+    ) -> Run:
+        """Train until the mean reward reaches ``target_reward`` or ``max_steps`` env steps pass.
+
+        Settings not given take the agent's run defaults (``from_env``'s presets and arguments), else those below;
+        the work is :func:`xagents.training.fit.train`'s.
+
+        Args:
+            target_reward: Stop when the mean of the last ``reward_buffer_size`` episodes reaches it.
+            max_steps: Stop after this many env steps (summed over envs).
+            monitor_session: Log metrics to a wandb run of this name.
+            tensorboard: Write TensorBoard summaries to this directory.
+            eval_frequency: Every this many steps, play eval_episodes deterministic episodes.
+            eval_episodes: Episodes per deterministic evaluation, each in its own env.
+            stop_on: Judge target_reward on the 'train' mean reward or the latest 'eval' reward.
+            callbacks: More :class:`xagents.training.callbacks.Callback` s, after the built-in ones.
+            total: Count max_steps over all the agent's steps (earlier fits, a resumed history), not
+                only this call's (Stable-Baselines3's reset_num_timesteps=False).
+            save_dir: Save the whole agent (loadable by load, --weights) into this directory: every
+                save_frequency steps as step-N, and the best-evaluated one as best-eval.
+            save_frequency: Steps between saves into save_dir.
+            save_keep: Periodic saves kept in save_dir (the oldest go).
+            save_replay_buffer: Saves into save_dir include the replay buffer (off-policy agents, ACER),
+                so a run resumed from one learns at once.
+            checkpoints: Paths to save the best models to, one per model role (with their optimizers).
+            history_checkpoint: Parquet file recording every finished episode.
+            reward_buffer_size: Episodes averaged into the mean reward (target_reward, the best model).
+            log_frequency: Log a progress line every this many finished episodes.
+            plateau_start_steps: Steps after which plateau and early-stop monitoring start.
+            plateau_reduce_factor: Multiply the learning rate by this on a plateau.
+            plateau_reduce_patience: Progress lines without a new best mean before reducing the lr.
+            early_stop_patience: Learning-rate reductions without improvement before stopping.
+            ray_address: Run the agent's workers on the Ray cluster at this address (the one ray start
+                --head prints) instead of a local Ray instance started for this fit.
+            quiet: Log nothing.
+
+        Returns:
+            The run: its mean, best and evaluation rewards, why it stopped, and the history.
+        """
+        return train(self, SimpleNamespace(**{name: value for name, value in locals().items() if name != 'self'}))
+
+    def config(self) -> dict:
+        """Hyperparameters worth recording with a run."""
+        return {key: value for key, value in vars(self).items()
+                if isinstance(value, (int, float, str, bool)) and not key.startswith('_')}
+
+    @validated
+    def evaluate(self, episodes: int = 10, env: str | gym.Env | gym.vector.VectorEnv | None = None,
+                 deterministic: bool = True, seed: int | None = None,
+                 max_episode_steps: int | None = None) -> EvaluationResult:
+        """Play ``episodes`` whole episodes; their returns and lengths (see :func:`xagents.evaluate`)."""
+        return evaluate(self, env, episodes, deterministic, seed, max_episode_steps)
+
+    # ------------------------------------------------------------------------------- play
+    @validated
+    def play(
+        self,
+        env_id: str | None = None,
+        video_dir: str | None = None,
+        frame_dir: str | None = None,
+        frame_frequency: int = 1,
+        max_steps: int | None = None,
+        render: bool = False,
+        seed: int | None = None,
+        episodes: int = 1,
+    ) -> EvaluationResult:
+        """Play whole games with deterministic actions; optionally show, film or photograph them.
+
+        Args:
+            env_id: Environment to play (default: the agent's), made as the agent's envs were.
+            video_dir: Write an mp4 of each game to this directory.
+            frame_dir: Write jpg frames to this directory.
+            frame_frequency: Write every this many steps' frame.
+            max_steps: Stop each game after this many steps.
+            render: Show the games on screen.
+            seed: Seed of the first reset (default 0): the same command plays the same games.
+            episodes: Number of games, played one after another on one env.
+
+        Returns:
+            Each game's score and length.
+        """
+        from xagents.utils.play import play_episodes
+
+        games = play_episodes(self, env_id, video_dir, frame_dir, frame_frequency, max_steps, render,
+                              0 if seed is None else seed, episodes)
+        return EvaluationResult(*(np.asarray(column) for column in zip(*games)))
+
+
+def flat_actions(space: gym.Space) -> gym.Space:
+    """The action space as agents store it: a Box flattened to a vector, anything else as it is."""
+    if isinstance(space, gym.spaces.Box):
+        return gym.spaces.Box(space.low.ravel(), space.high.ravel(), dtype=space.dtype)
+    return space

@@ -1,0 +1,373 @@
+"""OffPolicy: agents that learn from a replay buffer (DQN, DDPG, TD3, SAC): replay, updates of many gradient
+steps in one graph call, and Polyak-averaged targets."""
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from xagents.agent.base import BaseAgent
+from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from xagents.utils.envs import frame_stacked
+from xagents.utils.memory import check_fits
+from xagents.utils.models import NumpyForward, Output, build_model, check_model, is_image_space
+from xagents.utils.quiet_tensorflow import tf
+from xagents.utils.streams import REPLAY, random_stream
+
+
+class OffPolicy(BaseAgent):
+    """Agents that learn from a replay buffer (DQN, DDPG, TD3, SAC).
+
+    Each :meth:`train_once` acts for ``update_every`` env steps and stores every transition with
+    its true final observation, so a time-limit truncation bootstraps and a termination does not
+    (Pardo et al. 2018, https://arxiv.org/abs/1712.00378). Learning starts once
+    ``buffer_initial_size`` transitions have been added to the buffer (SB3's ``learning_starts``;
+    a full buffer holds fewer, as each episode end keeps a slot) and ``update_after`` env steps
+    have passed; actions are uniformly random for the first ``start_steps`` env steps. An update
+    samples the minibatches of all its ``gradient_steps`` at once in NumPy (each its own sample of
+    the whole buffer) and runs them in one graph call: a loop over the agent's ``train_step`` (one
+    gradient step: the algorithm's maths), the target networks moving towards their online
+    networks by Polyak averaging every ``target_update_interval`` gradient steps. One graph call
+    costs ~0.7 ms here whatever it computes, so Spinning Up's ``update_every = gradient_steps =
+    50`` keeps one gradient step per env step while paying that cost once per 50 steps.
+
+    Box actions live in ``[-1, 1]`` inside the agent and the buffer and are scaled to the env's
+    bounds when sent. Small MLP policies act in NumPy on a copy of their weights.
+
+    Subclasses build their models (targets through :meth:`build_target`), set ``metric_names``
+    (the scalars their ``train_step`` reports), ``target_update_interval`` if not 1, and implement
+    ``explore`` (training actions), ``act``, ``train_step`` and the two terms of its TD error,
+    ``action_values`` and ``next_values`` (with prioritised replay, workers evaluate them to send
+    initial priorities, as Ape-X's actors do).
+    """
+
+    metric_names: tuple[str, ...] = ()
+    observation_clip = 5.0  # Baselines' DDPG
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        *,
+        buffer_max_size: int = 1_000_000,
+        buffer_initial_size: int = 1000,
+        buffer_batch_size: int = 256,
+        update_every: int = 1,
+        gradient_steps: int = 1,
+        start_steps: int | None = None,
+        update_after: int = 0,
+        return_steps: int = 1,
+        tau: float = 0.005,
+        prioritized: bool = False,
+        priority_alpha: float = 0.6,
+        priority_beta: float = 0.4,
+        priority_beta_steps: int = 100_000,
+        jit_compile: bool | None = None,
+        opt_epsilon: float = 1e-7,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        **kwargs,
+    ) -> None:
+        """
+        Args:
+            buffer_max_size: Replay buffer capacity in transitions (over all envs).
+            buffer_initial_size: Transitions added to the buffer before learning starts.
+            buffer_batch_size: Transitions per gradient step.
+            update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
+            gradient_steps: Gradient steps per update, all run in one graph call.
+            start_steps: Env steps acted uniformly at random (default: buffer_initial_size).
+            update_after: Env steps before the first update, if later than the buffer's initial fill.
+            return_steps: Rewards summed into each sampled transition (n-step returns).
+            tau: Polyak coefficient of the target networks (1 copies them).
+            prioritized: Sample transitions in proportion to their TD error (Schaul et al. 2016).
+            priority_alpha: Prioritised replay exponent alpha.
+            priority_beta: Initial importance-sampling exponent, annealed to 1.
+            priority_beta_steps: Env steps over which beta reaches 1.
+            jit_compile: Compile updates with XLA; default: when every cfg model is a dense MLP
+                (~5x faster for those on CPU, slower for wide or convolutional ones).
+            opt_epsilon: Adam epsilon.
+            beta1: Adam beta1.
+            beta2: Adam beta2.
+        """
+        super().__init__(envs, **kwargs)
+        self.optimizer_settings.update(epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
+        if buffer_initial_size > buffer_max_size:
+            raise ValueError(f'expected buffer_initial_size <= buffer_max_size = {buffer_max_size}, '
+                             f'got {buffer_initial_size}')
+        if buffer_batch_size > buffer_initial_size:
+            raise ValueError(f'expected buffer_batch_size <= buffer_initial_size = {buffer_initial_size}, '
+                             f'got {buffer_batch_size}')
+        if buffer_initial_size < return_steps * self.n_envs:
+            raise ValueError(f'expected buffer_initial_size >= return_steps * n_envs = {return_steps * self.n_envs} '
+                             f'(a complete {return_steps}-step window per env before the first update), '
+                             f'got {buffer_initial_size}')
+        if update_every % envs.num_envs:  # one vector step of the envs (of each worker) at a time
+            raise ValueError(f'expected update_every to be a multiple of n_envs = {envs.num_envs}, '
+                             f'got {update_every}')
+        self.update_after = update_after
+        self.buffer_max_size, self.buffer_initial_size = buffer_max_size, buffer_initial_size
+        self.buffer_batch_size, self.update_every, self.gradient_steps = (
+            buffer_batch_size, update_every, gradient_steps)
+        self.start_steps = buffer_initial_size if start_steps is None else start_steps
+        self.return_steps, self.tau, self.prioritized = return_steps, tau, prioritized
+        self.jit_compile = jit_compile
+        self.target_update_interval = 1
+        space = envs.single_action_space
+        self.discrete = isinstance(space, gym.spaces.Discrete)
+        if self.discrete:
+            self.n_actions = int(space.n)
+            stored_actions = gym.spaces.Discrete(self.n_actions)
+        else:
+            if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+                raise ValueError(f'{type(self).__name__} expected a bounded Box action space, got {space}')
+            # Inside the agent a Box action is a vector in [-1, 1]^d; env_actions scales and shapes it.
+            self.action_low, self.action_high = space.low.ravel(), space.high.ravel()
+            stored_actions = gym.spaces.Box(-1.0, 1.0, self.action_low.shape, np.float32)
+        buffer_class = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+        buffer_kwargs = dict(alpha=priority_alpha, beta=priority_beta,
+                             beta_steps=priority_beta_steps) if prioritized else {}
+
+        def replay_buffer(capacity: int) -> ReplayBuffer:
+            return buffer_class(capacity, self.n_envs, envs.single_observation_space, stored_actions,
+                                n_steps=return_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
+                                frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs)
+
+        per_transition = replay_buffer(self.n_envs * (return_steps + 1024)).bytes_per_transition  # pages untouched
+        check_fits(f'a replay buffer of {buffer_max_size:,} transitions', per_transition * buffer_max_size,
+                   'lower --buffer-max-size')
+        self.buffer = replay_buffer(buffer_max_size)
+        self.target_pairs: list[tuple[tf.keras.Model, tf.keras.Model]] = []
+        self.gradient_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='gradient_updates')
+        # Noise inside updates comes from a seeded generator: XLA would reseed unseeded random ops.
+        self.graph_rng = (tf.random.Generator.from_non_deterministic_state() if self.seed is None
+                          else tf.random.Generator.from_seed(self.seed))
+        self.episode_starts = np.ones(envs.num_envs, bool)
+
+    def training_state(self) -> dict:
+        return {**super().training_state(), 'gradient_updates': int(self.gradient_updates.numpy()),
+                'graph_rng': [self.graph_rng.algorithm, self.graph_rng.state.numpy().tolist()]}
+
+    def restore_training_state(self, state: dict) -> None:
+        super().restore_training_state(state)
+        self.gradient_updates.assign(state['gradient_updates'])
+        self.graph_rng.reset(tf.constant(state['graph_rng'][1], tf.int64))
+
+    # ------------------------------------------------------------------- model helpers
+    def build_target(self, role: str, online: tf.keras.Model) -> tf.keras.Model:
+        """A copy of ``online`` that follows it by Polyak averaging (saved under ``role``)."""
+        target = tf.keras.models.clone_model(online)
+        target.set_weights(online.get_weights())
+        target.trainable = False
+        self.models[role] = target
+        self.target_pairs.append((target, online))
+        return target
+
+    def build_critic(self, role: str, given, outputs: Sequence[Output]) -> tf.keras.Model:
+        """Build (or accept) a Q-model: its input is the observation, with the action appended
+        for Box action spaces (then observations are flattened, and must not be images)."""
+        space = self.envs.single_observation_space
+        if not self.discrete:
+            if is_image_space(space):
+                raise ValueError(f'{type(self).__name__} with Box actions expected vector observations, '
+                                 f'got images shaped {space.shape}')
+            size = int(np.prod(space.shape)) + int(np.prod(self.action_low.shape))
+            space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+        model = self.model_file(role, space, given)
+        if isinstance(model, tf.keras.Model):
+            check_model(model, space, outputs, False, f"{type(self).__name__}'s {role}")
+        else:
+            model = build_model(model, space, outputs, name=role)
+        self.models[role] = model
+        return model
+
+    def q_values(self, model: tf.keras.Model, observations: tf.Tensor, actions: tf.Tensor | None = None):
+        """Every head's Q-values: ``(heads, batch)`` of Box ``actions``, ``(heads, batch, n)`` without."""
+        if actions is None:
+            return tf.stack(tf.nest.flatten(model(observations)))
+        return tf.stack(tf.nest.flatten(model(self.critic_inputs(observations, actions))))[..., 0]
+
+    @staticmethod
+    def critic_inputs(observations: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        """What a Q-model of Box actions takes: the observations, flattened, and the actions appended."""
+        flat = tf.reshape(tf.cast(observations, tf.float32), (tf.shape(observations)[0], -1))
+        return tf.concat([flat, actions], -1)
+
+    # ------------------------------------------------------------------------ acting
+    def random_actions(self) -> np.ndarray:
+        """Uniform random actions for every env: indices, or points of ``[-1, 1]^d``."""
+        if self.discrete:
+            return self.rng.integers(0, self.n_actions, self.envs.num_envs)
+        shape = (self.envs.num_envs,) + self.buffer.action_space.shape
+        return self.rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Agent actions as the env expects them: Box actions scaled from ``[-1, 1]`` to the bounds."""
+        if self.discrete:
+            return super().env_actions(actions)
+        scaled = self.action_low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (self.action_high - self.action_low)
+        return scaled.reshape((len(scaled),) + self.envs.single_action_space.shape)
+
+    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+        if self.discrete:
+            return super().env_actions_graph(actions)
+        low, high = self.action_low.astype(np.float32), self.action_high.astype(np.float32)
+        scaled = low + (tf.clip_by_value(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        return tf.reshape(scaled, (-1, *self.envs.single_action_space.shape))
+
+    def explore(self, observations: np.ndarray) -> np.ndarray:
+        """Training actions (agent space: indices, or ``[-1, 1]`` for Box) for a batch of observations."""
+        raise NotImplementedError
+
+    def policy(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+        """Actions in the agent's space; ``act`` scales them for the env."""
+        raise NotImplementedError
+
+    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        observations = self.normalized(observations)
+        if deterministic:
+            return self.env_actions(self.policy(observations, True))
+        return self.env_actions(self.explore(observations))
+
+    # ---------------------------------------------------------------------- training
+    def explore_step(self) -> tuple[np.ndarray, ...]:
+        """One vector step with training actions; the transition as the buffer takes it (observations raw:
+        they are normalised with the statistics of each update)."""
+        observations = self.observations
+        seen = self.observe(observations)
+        actions = self.random_actions() if self.steps < self.start_steps else self.explore(seen)
+        next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
+        self.observations, self.episode_starts = next_observations, terminated | truncated
+        return observations, actions, rewards, finals, terminated, truncated
+
+    def collect(self, vector_steps: int) -> tuple[tuple[np.ndarray, ...], np.ndarray | None]:
+        """A worker's segment: ``vector_steps`` transitions of every env, stacked ``(vector_steps, n_envs, ...)``,
+        and with prioritised replay their :meth:`estimates` (else None)."""
+        self.start_collection()
+        transitions = tuple(map(np.stack, zip(*(self.explore_step() for _ in range(vector_steps)))))
+        return transitions, self.estimates(transitions) if self.prioritized else None
+
+    def train_once(self) -> dict[str, float]:
+        if self.workers:  # Ape-X: the next segment any worker finishes, update_every env steps
+            per_worker = self.envs.num_envs
+            index, segment = self.pool.next(self, self.update_every // per_worker)
+            columns = slice(index * per_worker, (index + 1) * per_worker)
+            if segment.fresh:  # a new worker, or one restarted with fresh envs: its old episodes end here
+                self.buffer.truncate(columns)
+            transitions, values = segment.experience
+            for t, transition in enumerate(zip(*transitions)):
+                if values is None:
+                    self.buffer.add(*transition, columns=columns)
+                else:  # Ape-X: priorities from the worker's estimates, not the running max
+                    self.buffer.add(*transition, columns=columns, values=values[:, t])
+            self.take_segments([segment], per_worker)
+        else:
+            self.start_collection()
+            for _ in range(self.update_every // self.n_envs):
+                self.buffer.add(*self.explore_step())
+        if self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after:
+            return {}
+        return self.update()
+
+    def worker_models(self) -> list[tf.keras.Model]:
+        # With prioritised replay a worker also estimates its transitions' TD errors: it needs every model.
+        return list(self.models.values()) if self.prioritized else super().worker_models()
+
+    def estimates(self, transitions: tuple[np.ndarray, ...]) -> np.ndarray:
+        """What an Ape-X worker (Horgan et al. 2018) sends for the initial priorities of its ``transitions``
+        (``(T, n_envs, ...)`` arrays in :meth:`explore_step`'s order): ``(2, T, n_envs)``, the first critic's
+        ``Q(s, a)`` and the value ``V(s')`` the TD target bootstraps from, under its copy of the learner's
+        networks, in one graph call. The learner's buffer turns them into each n-step window's TD error as it
+        computes the window's return, when the window is complete: the last n - 1 transitions of a segment
+        complete theirs in the next one, so they take ``V(s')`` from the next segment's networks, one update on."""
+        observations, actions, _, next_observations = transitions[:4]
+        shape = actions.shape[:2]
+        flat = [np.reshape(array, (-1, *np.shape(array)[2:])) for array in (observations, actions, next_observations)]
+        values = self.compiled_estimates(self.normalized(flat[0]), flat[1].astype(self.buffer.action_space.dtype),
+                                         self.normalized(flat[2]))
+        return values.numpy().reshape(2, *shape)
+
+    @functools.cached_property
+    def compiled_estimates(self):
+        """``(Q(s, a), V(s'))`` of a batch as one graph (see :meth:`estimates`)."""
+        return tf.function(lambda observations, actions, next_observations: tf.stack([
+            self.action_values(observations, actions)[0], self.next_values(next_observations)]))
+
+    def worker_settings(self) -> dict:
+        size = self.envs.num_envs * (self.return_steps + 8)  # a small buffer: workers only act
+        # start_steps defaults to buffer_initial_size: the learner's, not the small buffer's.
+        return {**super().worker_settings(), 'buffer_max_size': size, 'buffer_initial_size': size,
+                'buffer_batch_size': 1, 'start_steps': self.start_steps}
+
+    def update(self) -> dict:
+        """Sample ``gradient_steps`` minibatches and train on them in one graph call."""
+        batch = self.buffer.sample(self.buffer_batch_size, self.gradient_steps)
+        shape = (self.gradient_steps, self.buffer_batch_size)
+        # The buffer keeps raw observations: they are scaled with the statistics of now.
+        batch = batch._replace(observations=self.normalized(batch.observations),
+                               next_observations=self.normalized(batch.next_observations))
+        arrays = [array.reshape(shape + array.shape[1:]) for array in batch[:6]]
+        metrics, td_errors = self.compiled_train_steps(*arrays)
+        if self.prioritized:
+            self.buffer.update_priorities(batch.indices, td_errors.numpy().ravel())
+        self.on_weights_changed()
+        return metrics
+
+    @functools.cached_property
+    def compiled_train_steps(self):
+        """:meth:`train_steps` as one graph, XLA-compiled as ``jit_compile`` says."""
+        jit_compile = self.jit_compile
+        if jit_compile is None:
+            cfg_models = [model for model in self.models.values() if hasattr(model, 'layer_graph')]
+            jit_compile = bool(cfg_models) and all(map(NumpyForward.supports, cfg_models))
+        return tf.function(self.train_steps, jit_compile=jit_compile)
+
+    def train_steps(self, observations, actions, rewards, next_observations, discounts, weights):
+        """Run ``train_step`` on each of the ``(gradient_steps, batch, ...)`` batches in the graph.
+
+        Returns:
+            The last step's metrics and the TD errors ``(gradient_steps, batch)`` (priorities).
+        """
+        steps = observations.shape[0]  # static: one trace per number of gradient steps
+        metrics = {name: tf.constant(0.0) for name in self.metric_names}
+        td_errors = tf.TensorArray(tf.float32, size=steps)
+        for g in tf.range(steps):
+            step_metrics, errors = self.train_step(observations[g], actions[g], rewards[g],
+                                                   next_observations[g], discounts[g], weights[g])
+            metrics = {name: tf.cast(step_metrics[name], tf.float32) for name in self.metric_names}
+            td_errors = td_errors.write(g, tf.cast(errors, tf.float32))
+            self.gradient_updates.assign_add(1)
+            if self.gradient_updates % self.target_update_interval == 0:
+                for target, online in self.target_pairs:
+                    polyak_update(target.weights, online.weights, self.tau)
+        return metrics, td_errors.stack()
+
+    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+        """One gradient step on a batch (traced into :meth:`train_steps`).
+
+        Args:
+            observations: ``(batch, *observation_shape)``.
+            actions: ``(batch,)`` int64 indices or ``(batch, action_dim)`` in ``[-1, 1]``.
+            rewards: ``(batch,)`` discounted sums of up to ``return_steps`` rewards.
+            next_observations: ``(batch, *observation_shape)``.
+            discounts: ``(batch,)`` ``gamma ** k``, 0 where the episode terminated.
+            weights: ``(batch,)`` importance-sampling weights (ones without prioritised replay).
+
+        Returns:
+            ``(metrics, td_errors)``: a dict with every name of ``metric_names`` and ``(batch,)``.
+        """
+        raise NotImplementedError
+
+    def action_values(self, observations, actions):
+        """``(heads, batch)`` Q-values of ``actions`` by each head of the online critic (traced)."""
+        raise NotImplementedError
+
+    def next_values(self, next_observations):
+        """``(batch,)`` values ``V(s')`` the TD target ``rewards + discounts * V(s')`` bootstraps from (traced)."""
+        raise NotImplementedError
+
+
+def polyak_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable], tau: float) -> None:
+    """``target <- (1 - tau) * target + tau * source`` for each pair; ``tau = 1`` copies."""
+    for target, source in zip(targets, sources):
+        target.assign(source if tau == 1 else target + tau * (source - target))

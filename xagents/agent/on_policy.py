@@ -1,0 +1,204 @@
+"""OnPolicy: agents that learn from the rollout they just collected (A2C, PPO, TRPO): rollouts, gSDE exploration,
+reward scaling, and GAE handed to the agent's ``train_step``."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers.utils import RunningMeanStd
+
+from xagents.agent.base import BaseAgent, flat_actions
+from xagents.utils.buffers import Rollout, RolloutBuffer
+from xagents.utils.distributions import DiagGaussian, StateDependentNoise, distribution_for
+from xagents.utils.memory import check_fits
+from xagents.utils.models import Output
+from xagents.utils.quiet_tensorflow import tf
+from xagents.utils.returns import gae
+
+
+class OnPolicy(BaseAgent):
+    """Agents that learn from the rollout they just collected (A2C, PPO, TRPO).
+
+    Acting runs in NumPy on a copy of the weights when the model is a small MLP (a graph call
+    costs more than the whole forward pass), otherwise in one ``tf.function`` per vector step.
+    Truncated episodes are bootstrapped: ``gamma * V(final observation)`` joins the last reward.
+    """
+
+    def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
+                 normalize_rewards: bool = False, log_std_init: float = 0.0, use_sde: bool = False,
+                 sde_sample_freq: int | None = None, opt_epsilon: float = 1e-7, beta1: float = 0.9,
+                 beta2: float = 0.999, **kwargs) -> None:
+        """
+        Args:
+            n_steps: Steps per env in each rollout.
+            lam: GAE lambda (1 gives n-step returns).
+            normalize_rewards: Divide the rewards the agent learns from by a running standard deviation
+                of the discounted return, clipped to [-10, 10] (Baselines' VecNormalize, RL Zoo's
+                normalize); scores stay the env's; the statistics are saved with the first model.
+            log_std_init: Initial log standard deviation of Box actions (RL Zoo uses -2 on MuJoCo); with
+                use_sde, of the noise matrix's entries.
+            use_sde: Explore Box actions with generalised state-dependent noise (gSDE, Raffin et al.
+                2021); a Keras model then returns [means, value, features].
+            sde_sample_freq: Steps (per env) between new gSDE noise within a rollout (each rollout starts
+                with new noise); default: only at the start of each rollout.
+            opt_epsilon: Adam epsilon.
+            beta1: Adam beta1.
+            beta2: Adam beta2.
+        """
+        super().__init__(envs, **kwargs)
+        self.optimizer_settings.update(epsilon=opt_epsilon, beta_1=beta1, beta_2=beta2)
+        self.n_steps, self.lam, self.log_std_init = n_steps, lam, log_std_init
+        self.use_sde, self.sde_sample_freq = use_sde, sde_sample_freq
+        self.distribution = distribution_for(envs.single_action_space)
+        if use_sde and not isinstance(self.distribution, DiagGaussian):
+            raise ValueError('use_sde explores Box actions; this env\'s actions are discrete')
+        self.sde = StateDependentNoise(sde_sample_freq) if use_sde else None
+        space = envs.single_observation_space
+        per_step = self.n_envs * (space.dtype.itemsize * int(np.prod(space.shape)) + 64)
+        # The rollout, its flattened copy for the update and the update's own tensors.
+        check_fits(f'a rollout of {n_steps:,} steps of {self.n_envs} envs', 3 * per_step * n_steps, 'lower --n-steps')
+        # Filled by the envs this process steps (a learner with workers joins theirs instead).
+        self.rollout = RolloutBuffer(n_steps, envs.num_envs, space, flat_actions(envs.single_action_space))
+        self.return_stats = RunningMeanStd(shape=()) if normalize_rewards else None
+        self.discounted_returns = np.zeros(envs.num_envs)  # per env, for return_stats
+
+    def policy_outputs(self) -> list[Output]:
+        """The outputs of an actor-critic model: distribution parameters and a value."""
+        return [Output('policy', self.distribution.output_units()), Output('value', 1)]
+
+    def build_actor_critic(self, model) -> tf.keras.Model:
+        """Build the actor-critic model and, for Box actions, its learned ``log_std``."""
+        model = self.with_log_std(self.build('model', model, self.policy_outputs(), features=self.use_sde))
+        self.act_with(model)
+        return model
+
+    def act_with(self, *models: tf.keras.Model) -> None:
+        """Act with ``models``, whose outputs are the distribution parameters then the value (one
+        actor-critic model, or an actor and a critic)."""
+        self.policy_and_value = self.acting(*models)
+        self.on_weights_changed()
+
+    def with_log_std(self, policy: tf.keras.Model) -> tf.keras.Model:
+        """For Box actions, give ``policy`` a learned ``log_std`` (saved with it): state-independent ``(d,)``,
+        or with gSDE the ``(features, d)`` log sigma of the noise matrix."""
+        if isinstance(self.distribution, DiagGaussian) and not hasattr(policy, 'log_std'):
+            shape = (self.distribution.dim,)
+            if self.use_sde:  # (build checked the outputs: means, value, then features)
+                shape = (policy.outputs[-1].shape[-1], self.distribution.dim)
+            policy.log_std = policy.add_weight(shape=shape, name='log_std',
+                                               initializer=tf.keras.initializers.Constant(self.log_std_init))
+        return policy
+
+    def on_weights_changed(self) -> None:
+        super().on_weights_changed()
+        policy = self.models.get(self.model_roles[0])
+        self.log_std_np = policy.log_std.numpy() if hasattr(policy, 'log_std') else None
+
+    def forward(self, observations: np.ndarray) -> tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """Distribution parameters (with gSDE: means and features) and values ``(B,)`` for a batch of observations."""
+        params, values, *features = self.policy_and_value(observations)
+        return (params, *features) if features else params, values[:, 0]
+
+    def policy_value(self, observations: tf.Tensor) -> tuple:
+        """Graph-mode :meth:`forward` of the actor-critic model."""
+        params, values, *features = self.model(observations)
+        return (params, *features) if features else params, values
+
+    def sample_actions(self, params, deterministic: bool = False):
+        """Actions drawn from the distributions of ``params`` (their modes if ``deterministic``), with their log-probabilities."""
+        if self.sde:
+            mean, features = params
+            if deterministic:
+                return self.distribution.sample_np(mean, self.log_std_np, self.rng, True)
+            noise = self.sde.noise(features, self.log_std_np, self.rng)
+            log_std = StateDependentNoise.log_std_np(features, self.log_std_np)
+            return self.distribution.with_log_probs(mean + noise, noise * np.exp(-log_std), log_std)
+        if self.log_std_np is not None:
+            return self.distribution.sample_np(params, self.log_std_np, self.rng, deterministic)
+        return self.distribution.sample_np(params, self.rng, deterministic)
+
+    def log_prob_entropy(self, params, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Graph-mode log-probabilities of ``actions`` and entropies under ``params``."""
+        if isinstance(self.distribution, DiagGaussian):
+            log_std = self.models[self.model_roles[0]].log_std  # the policy's
+            if self.sde:
+                params, features = params
+                log_std = StateDependentNoise.log_std(features, log_std)
+            return (self.distribution.log_prob(params, log_std, actions),
+                    self.distribution.entropy(params, log_std))
+        return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
+
+    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        actions, _ = self.sample_actions(self.forward(self.normalized(observations))[0], deterministic)
+        return self.env_actions(actions)
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        if isinstance(self.distribution, DiagGaussian):
+            return self.distribution.clip(actions)
+        return super().env_actions(actions)
+
+    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        params = tf.nest.flatten(self.models[self.model_roles[0]](observations))[0]  # (the means with gSDE)
+        return params if isinstance(self.distribution, DiagGaussian) else tf.argmax(params, -1)
+
+    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+        if isinstance(self.distribution, DiagGaussian):
+            space = self.envs.single_action_space
+            clipped = tf.clip_by_value(actions, space.low.ravel(), space.high.ravel())
+            return tf.reshape(clipped, (-1, *space.shape))
+        return super().env_actions_graph(actions)
+
+    def collect(self) -> Rollout:
+        """Fill the rollout buffer with ``n_steps`` vector steps from every env."""
+        rollout = self.rollout
+        self.start_collection()
+        for t in range(self.n_steps):
+            observations = self.observe(self.observations)
+            params, values = self.forward(observations)
+            actions, log_probs = self.sample_actions(params)
+            next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
+            rollout.observations[t] = observations
+            rollout.actions[t] = actions
+            rollout.values[t] = values
+            rollout.log_probs[t] = log_probs
+            rollout.dones[t] = terminated | truncated
+            rewards = self.scaled_rewards(rewards, terminated | truncated)
+            rewards = self.bootstrapped(rewards, terminated, truncated, finals)
+            rollout.rewards[t] = rewards
+            self.observations = next_observations
+        return rollout.filled(self.forward(self.normalized(self.observations))[1])
+
+    def scaled_rewards(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """Rewards as the agent learns from them: divided by the return's running std when normalising."""
+        stats = self.return_stats
+        if stats is None:
+            return rewards
+        self.discounted_returns = self.discounted_returns * self.gamma + rewards
+        stats.update(self.discounted_returns)
+        self.discounted_returns[dones] = 0.0
+        return np.clip(rewards / np.sqrt(stats.var + 1e-8), -10.0, 10.0)
+
+    def running_statistics(self) -> dict[str, RunningMeanStd]:
+        return {**super().running_statistics(), **({} if self.return_stats is None else {'return': self.return_stats})}
+
+    def worker_settings(self) -> dict:
+        # A worker's rollout is 1 / workers of the learner's batch, which its minibatches need not divide.
+        return {**super().worker_settings(), **({'mini_batches': 1} if 'mini_batches' in self.parameter_names() else {})}
+
+    def train_once(self) -> dict[str, float]:
+        rollout = self.gathered()
+        advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_values,
+                                  self.gamma, self.lam)
+        n = self.n_steps * self.n_envs
+        metrics = self.train_step(
+            rollout.observations.reshape(n, *rollout.observations.shape[2:]),
+            rollout.actions.reshape(n, *rollout.actions.shape[2:]),
+            rollout.log_probs.reshape(n),
+            advantages.reshape(n),
+            returns.reshape(n),
+        )
+        self.on_weights_changed()
+        return metrics
+
+    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
+        """One update from a flattened rollout (a ``tf.function`` in each agent)."""
+        raise NotImplementedError

@@ -1,0 +1,190 @@
+"""What an agent's files record and how they are checked: best-model checkpoints (one ``.npz`` per model role,
+``--checkpoints``) and whole-agent save directories (``agent.save`` / ``Agent.load``).
+
+Every file records its origin (agent, env id, spaces), so another run's files are refused rather than loaded;
+a set written together (the models of one save, a save's buffer) carries one step count, so a set torn by a kill
+is refused too. The functions take the agent; :class:`xagents.agent.base.BaseAgent` exposes them as methods.
+"""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from xagents.utils.atomic import atomic_write, check_writable
+from xagents.utils.buffers import buffer_state, restore_buffer_state
+from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
+from xagents.utils.envs import ENV_PARAMETERS, as_vector_env, create_envs, env_settings
+from xagents.utils.history import check_identity
+from xagents.utils.saved import json_values, read_manifest, write_manifest
+
+if TYPE_CHECKING:
+    from xagents.agent.base import BaseAgent
+
+# The running statistics a checkpoint can hold, and the constructor flag that makes an agent keep them.
+NORMALISATION_FLAGS = {'observation': 'normalize_observations', 'return': 'normalize_rewards'}
+
+
+def identity_of(agent: str, envs: gym.vector.VectorEnv) -> dict[str, str | None]:
+    """What files made by ``agent`` on ``envs`` record of their origin: agent, env id (if known), spaces."""
+    return {'agent': agent, 'env_id': (env_settings(envs) or {}).get('env_id'),
+            'observation_space': str(envs.single_observation_space), 'action_space': str(envs.single_action_space)}
+
+
+# ---------------------------------------------------------------------------------- checkpoints
+def save_models(agent: BaseAgent, paths: Sequence[str]) -> None:
+    """Save every model (with its optimizer, the step counter and the run's identity) to ``paths``, one per role."""
+    for role, path in zip(agent.model_roles, paths):
+        save_checkpoint(path, agent.models[role], agent.optimizers.get(role), extras=checkpoint_extras(agent, role),
+                        identity=agent.identity(), steps=agent.steps)
+
+
+def checkpoint_extras(agent: BaseAgent, role: str) -> dict[str, np.ndarray]:
+    """Arrays saved beside ``role``'s weights: the running statistics, with the first model."""
+    if role != agent.model_roles[0]:
+        return {}
+    return {f'{name}_{field}': np.asarray(getattr(stats, field))
+            for name, stats in agent.running_statistics().items() for field in ('mean', 'var', 'count')}
+
+
+def restore_extras(agent: BaseAgent, role: str, extras: dict[str, np.ndarray]) -> None:
+    """Take back what :func:`checkpoint_extras` saved for ``role``."""
+    if role != agent.model_roles[0]:
+        return
+    statistics = agent.running_statistics()
+    unexpected = sorted({key.rsplit('_', 1)[0] for key in extras} - set(statistics))
+    if unexpected:
+        flag = NORMALISATION_FLAGS.get(unexpected[0], unexpected[0])
+        raise ValueError(f'the {role} weights were trained with {unexpected[0]} normalisation: build the agent '
+                         f'with {flag} (--{flag.replace("_", "-")})')
+    for name, stats in statistics.items():
+        if f'{name}_mean' not in extras:
+            raise ValueError(f'expected {name} statistics in the {role} weights file (saved by a run that '
+                             'normalised them), found none')
+        stats.mean, stats.var = extras[f'{name}_mean'], extras[f'{name}_var']
+        stats.count = float(extras[f'{name}_count'])
+
+
+def trained_normalisation(weights: Sequence[str]) -> dict[str, bool]:
+    """The normalisation flags the weights files were trained with, e.g. ``{'normalize_observations': True}``:
+    playing or exporting them needs the same (a directory written by save records its own)."""
+    if not weights or os.path.isdir(weights[0]):
+        return {}
+    names = {key.rsplit('_', 1)[0] for key in read_checkpoint(weights[0]).extras}
+    return {flag: True for name, flag in NORMALISATION_FLAGS.items() if name in names}
+
+
+def load_weights(agent: BaseAgent, weights: Sequence[str]) -> None:
+    """Load models (and optimizer states) saved by :func:`save_models`, one path per role, or a directory
+    written by :func:`save` (see :meth:`BaseAgent.load_weights`)."""
+    if len(weights) == 1 and os.path.isdir(weights[0]):  # a directory written by save
+        agent.restore(weights[0])
+        return
+    checkpoints = [read_checkpoint(path) for path in weights]
+    for checkpoint in checkpoints:  # another agent's weights are named as such, before their count
+        check_identity(checkpoint.path, checkpoint.identity, agent.identity())
+    roles = agent.model_roles
+    if len(weights) != len(roles):
+        raise ValueError(f'{type(agent).__name__} has {len(roles)} model(s) ({", ".join(roles)}), got '
+                         f'{len(weights)} weights file(s)')
+    steps = {checkpoint.path: checkpoint.steps for checkpoint in checkpoints}
+    if len(set(steps.values())) > 1:
+        listed = ', '.join(f'{path} at step {step}' for path, step in steps.items())
+        raise ValueError(f'expected weights files saved together, got {listed} (a set torn by a kill while saving)')
+    for role, checkpoint in zip(roles, checkpoints):
+        checkpoint.restore(agent.models[role], agent.optimizers.get(role))
+        restore_extras(agent, role, checkpoint.extras)
+    agent.weights_loaded = list(weights)
+    agent.on_weights_changed()
+
+
+# ------------------------------------------------------------------------------ save and load
+def save(agent: BaseAgent, path: str, include_buffer: bool = False) -> str:
+    """Write the agent to directory ``path`` (see :meth:`BaseAgent.save`)."""
+    check_writable(path, directory=True)
+    os.makedirs(path, exist_ok=True)
+    tag = f'{agent.steps:012d}-{os.urandom(4).hex()}'
+    files = {}
+    for role in agent.model_roles:
+        files[role] = f'{role}-{tag}.npz'
+        save_checkpoint(os.path.join(path, files[role]), agent.models[role], agent.optimizers.get(role),
+                        extras=checkpoint_extras(agent, role), identity=agent.identity(), steps=agent.steps)
+    if include_buffer:
+        files['buffer'] = f'buffer-{tag}.npz'
+        save_buffer(agent, os.path.join(path, files['buffer']))
+    hyperparameters, unsaved = json_values(agent.hyperparameters)
+    settings = env_settings(agent.envs)
+    write_manifest(path, {
+        'agent': type(agent).__name__, 'identity': agent.identity(), 'steps': agent.steps, 'files': files,
+        'hyperparameters': hyperparameters, 'unsaved': unsaved,
+        'env': settings and {**settings, 'n_envs': agent.envs.num_envs,
+                             'async_envs': isinstance(agent.envs, gym.vector.AsyncVectorEnv)},
+        'training_state': agent.training_state(),
+    })
+    return path
+
+
+def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
+    """Rebuild an agent saved by :func:`save` (see :meth:`BaseAgent.load`)."""
+    manifest = read_manifest(path)
+    if manifest['agent'] != cls.__name__:
+        raise ValueError(f'{path} holds a saved {manifest["agent"]}, not {cls.__name__}: load it as '
+                         f'{manifest["agent"]} ({manifest["agent"]}.load, xagents ... {manifest["agent"].lower()})')
+    missing = [name for name in manifest['unsaved'] if name not in overrides]
+    if missing:
+        raise ValueError(f'{path} could not save {", ".join(missing)} (not JSON): pass it to load')
+    settings, run_settings = cls.run_settings_apart({**manifest['hyperparameters'], **overrides})
+    env_overrides = {name: settings.pop(name) for name in ENV_PARAMETERS if name in settings}
+    if env is None or isinstance(env, str):
+        made = dict(manifest['env'] or {})
+        if not made and env is None:
+            raise ValueError(f'{path} was trained on an env not made from an id: pass the env to load')
+        made['env_id'] = env or made['env_id']
+        envs = create_envs(**{**made, **env_overrides, 'seed': settings.get('seed')})
+    else:
+        envs = as_vector_env(env)
+    try:
+        check_identity(path, manifest['identity'], identity_of(cls.__name__, envs))  # before building
+        agent = cls(envs, **settings)
+        agent.run_defaults.update(run_settings)
+        agent.restore(path, manifest)
+    except BaseException:
+        envs.close()
+        raise
+    return agent
+
+
+def restore(agent: BaseAgent, path: str, manifest: dict | None = None) -> None:
+    """Take back the models, statistics, step counter, random state (and replay buffer) of a directory written
+    by :func:`save` into ``agent``."""
+    manifest = manifest or read_manifest(path)
+    check_identity(path, manifest['identity'], agent.identity())
+    for role in agent.model_roles:
+        checkpoint = read_checkpoint(os.path.join(path, manifest['files'][role]))
+        if checkpoint.steps != manifest['steps']:
+            raise ValueError(f'{checkpoint.path} is from step {checkpoint.steps}, {path} from step '
+                             f'{manifest["steps"]}: a set torn while saving')
+        checkpoint.restore(agent.models[role], agent.optimizers.get(role))
+        restore_extras(agent, role, checkpoint.extras)
+    if 'buffer' in manifest['files']:
+        load_buffer(agent, os.path.join(path, manifest['files']['buffer']))
+    agent.steps = int(manifest['steps'])
+    agent.restore_training_state(manifest['training_state'])
+    agent.weights_loaded = [path]
+    agent.on_weights_changed()
+
+
+def save_buffer(agent: BaseAgent, path: str) -> None:
+    """Write the replay buffer to ``path`` (agents that replay: off-policy agents and ACER)."""
+    if not hasattr(agent, 'buffer'):
+        raise ValueError(f'{type(agent).__name__} keeps no replay buffer to save')
+    with atomic_write(path) as file:
+        np.savez(file, **buffer_state(agent.buffer))
+
+
+def load_buffer(agent: BaseAgent, path: str) -> None:
+    """Take back a replay buffer written by :func:`save_buffer`."""
+    with np.load(path, allow_pickle=False) as archive:
+        restore_buffer_state(agent.buffer, dict(archive))

@@ -1,0 +1,72 @@
+"""EnvStepping: how an agent steps its vector envs while training: the first reset, each vector step (actions
+converted for the env, every value checked where it enters, finished episodes noted with the game's own score)
+and the bootstrap of a truncated episode's last reward."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from xagents.training.distributed import WorkerPool
+from xagents.training.run import Episode
+from xagents.utils.envs import EpisodeScores, check_finite, env_call
+
+
+class EnvStepping:
+    """The env-stepping part of :class:`xagents.agent.base.BaseAgent` (which sets ``envs``, ``steps``, ``seed``,
+    ``workers``, ``training_started`` and ``finished_episodes``)."""
+
+    def start_envs(self, seed: int | None = None, ray_address: str | None = None) -> None:
+        """Reset the envs (seeded: ``seed``, else the agent's) before the first run; later runs go on where the
+        last one stopped. With ``workers``, start them instead (each fit starts its own, on the Ray cluster at
+        ``ray_address`` or a local one)."""
+        if self.workers:
+            if self.pool is None:
+                self.pool = WorkerPool(self, self.workers, ray_address)
+            self.training_started = True
+        elif not self.training_started:
+            self.episode_scores = EpisodeScores(self.envs)
+            with env_call(self.envs, 'reset', self.steps):
+                self.observations = self.envs.reset(seed=self.seed if seed is None else seed)[0]
+            check_finite(self.envs, self.steps, observation=self.observations)
+            self.training_started = True
+
+    def step_envs(self, actions: np.ndarray):
+        """Send the agent's ``actions`` (see :meth:`env_actions`) to every env; note finished episodes.
+
+        Returns:
+            ``(next_observations, rewards, terminated, truncated, final_observations)`` where
+            ``final_observations`` equals ``next_observations`` except for envs whose episode
+            ended, which hold the episode's true final observation.
+        """
+        with env_call(self.envs, 'step', self.steps):
+            next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
+        self.steps += self.envs.num_envs
+        dones = terminated | truncated
+        final_observations = next_observations
+        if dones.any():
+            final_observations = next_observations.copy()
+            ended = np.flatnonzero(dones)
+            final_observations[ended] = np.stack(info['final_obs'][ended])
+        check_finite(self.envs, self.steps, observation=final_observations, reward=rewards,
+                     **({'reset observation': next_observations} if dones.any() else {}))
+        _, scores, _ = self.episode_scores.update(rewards, dones, info)
+        if len(scores):
+            now = time.perf_counter()
+            self.finished_episodes.extend(Episode(float(score), self.steps, now) for score in scores)
+        return next_observations, rewards, terminated, truncated, final_observations
+
+    def bootstrapped(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                     finals: np.ndarray) -> np.ndarray:
+        """``rewards`` plus ``gamma * V(final observation)`` where a time limit cut the episode short: a
+        truncation is no terminal state (Pardo et al. 2018, https://arxiv.org/abs/1712.00378). Agents
+        that learn from rollouts call it with their ``forward`` returning ``(..., values)``."""
+        bootstrap = truncated & ~terminated
+        if not bootstrap.any():
+            return rewards
+        return rewards + self.gamma * bootstrap * self.forward(self.normalized(finals))[1]
+
+    def take_episodes(self) -> list[Episode]:
+        """The episodes finished since the last call: what a round's collection hands its run."""
+        episodes, self.finished_episodes = self.finished_episodes, []
+        return episodes

@@ -1,0 +1,278 @@
+"""Run callbacks: what ``fit`` does besides training, and the hooks users add (``fit(callbacks=[...])``).
+
+``fit`` builds its own from its arguments and the agent's settings, in this order: checkpoints and
+history file, progress lines, progress bar, evaluation, metric sinks (wandb, TensorBoard),
+plateau rules; then the user's. A callback overrides the events it needs (see :class:`xagents.training.run.Run`)
+and stops training by returning False from ``on_round`` or ``on_episode``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from xagents.training.run import format_reward
+from xagents.utils.atomic import atomic_write
+
+if TYPE_CHECKING:
+    from xagents.training.run import Episode, Run
+
+logger = logging.getLogger('xagents')
+
+
+class Callback:
+    """Hooks into a training run; every event does nothing unless overridden."""
+
+    def on_start(self, run: Run) -> None:
+        """Training is about to start (the envs are reset, nothing trained yet)."""
+
+    def on_episode(self, run: Run, episode: Episode) -> bool | None:
+        """An episode finished and is recorded; return False to stop training."""
+
+    def on_progress(self, run: Run) -> None:
+        """``log_frequency`` more episodes finished: the progress-line clock."""
+
+    def on_round(self, run: Run) -> bool | None:
+        """A round (collection and update) ended; return False to stop training."""
+
+    def on_metrics(self, run: Run, metrics: dict[str, float]) -> None:
+        """Metrics were logged at the run's current step."""
+
+    def on_stop(self, run: Run) -> None:
+        """Training ended (``run.reason`` says why; None after an exception)."""
+
+
+class Checkpoints(Callback):
+    """The run's files: the best models (``checkpoints``) and the history, in that order.
+
+    Before each history write the models are saved if the best reward rose since they last were, so a history
+    on disk always has its weights beside it. The best reward waits for a full window of episodes; until then
+    each history write saves the latest weights (no best yet, and a run can resume from them).
+    """
+
+    def __init__(self, paths: Sequence[str] | None = None) -> None:
+        """
+        Args:
+            paths: Where the models go, one per model role (none: the history only).
+        """
+        self.paths, self.saved_best = list(paths or ()), -np.inf
+
+    def on_start(self, run: Run) -> None:
+        self.saved_best = run.best_reward if run.games else -np.inf  # a resumed best is saved already
+
+    def save(self, run: Run) -> None:
+        if self.paths and (run.best_reward > self.saved_best or run.games and not run.window_full):
+            run.agent.save_models(self.paths)
+            self.saved_best = run.best_reward
+        run.history.flush()
+
+    def on_progress(self, run: Run) -> None:
+        self.save(run)
+
+    def on_round(self, run: Run) -> None:
+        if self.paths and run.best_reward > self.saved_best:
+            self.save(run)
+
+    def on_stop(self, run: Run) -> None:
+        self.save(run)
+        if not self.paths or run.window_full:
+            return
+        if not run.games:
+            logger.info('No episode finished: no weights written to %s', ' '.join(self.paths))
+        else:
+            logger.info('%d of the %d episodes a best mean reward needs finished: %s holds the latest weights, not a '
+                        'best (train longer, or lower --reward-buffer-size)', len(run.reward_buffer),
+                        run.reward_buffer.maxlen, ' '.join(self.paths))
+
+
+class ProgressLines(Callback):
+    """Every ``log_frequency`` episodes and at the end, the episode and loss metrics (to the metric
+    sinks) and, unless ``quiet``, a progress line; then why training stopped."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.last_line: tuple[int, int] | None = None  # (games, steps) of the last line
+
+    def on_progress(self, run: Run) -> None:
+        self.last_line = (run.games, run.steps)
+        metrics = {'mean_reward': run.mean_reward, 'best_reward': run.best_reward,
+                   'episode_reward': run.reward_buffer[-1] if run.reward_buffer else float('nan'),
+                   'games': run.games, 'steps_per_second': run.speed,
+                   **{name: float(value) for name, value in run.metrics.items()}}
+        run.log_metrics(metrics)
+        if self.quiet:
+            return
+        logger.info('time %s  steps %d  games %d  speed %.0f steps/s  mean reward %s  best reward %s',
+                    time.strftime('%H:%M:%S', time.gmtime(run.elapsed)), run.steps, run.games, run.speed,
+                    format_reward(run.mean_reward), format_reward(run.best_reward))
+
+    def on_stop(self, run: Run) -> None:
+        if self.last_line != (run.games, run.steps):  # not the line just written again
+            self.on_progress(run)
+        if run.reason and not self.quiet:
+            logger.info(run.reason)
+
+
+class ProgressBar(Callback):
+    """A tqdm bar of env steps, drawn only on a terminal; log lines print above it."""
+
+    def __init__(self) -> None:
+        self.bar = self.redirect = None
+
+    def on_start(self, run: Run) -> None:
+        if not sys.stderr.isatty():
+            return
+        from tqdm import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        self.bar = tqdm(total=run.max_steps, initial=run.steps, unit='step', leave=False, dynamic_ncols=True)
+        self.redirect = logging_redirect_tqdm()
+        self.redirect.__enter__()
+
+    def on_round(self, run: Run) -> None:
+        if self.bar is not None:
+            self.bar.update(run.steps - self.bar.n)
+
+    def on_stop(self, run: Run) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.redirect.__exit__(None, None, None)
+            self.bar = self.redirect = None
+
+
+class Evaluation(Callback):
+    """Every ``frequency`` env steps, ``episodes`` deterministic episodes (``run.eval_reward``)."""
+
+    def __init__(self, frequency: int, episodes: int, quiet: bool = False) -> None:
+        self.frequency, self.episodes, self.quiet, self.due = frequency, episodes, quiet, 0
+
+    def on_start(self, run: Run) -> None:
+        self.due = run.steps + self.frequency
+
+    def on_round(self, run: Run) -> None:
+        if run.steps < self.due:
+            return
+        self.due += self.frequency
+        run.eval_reward = run.agent.evaluate(episodes=self.episodes).mean
+        run.log_metrics({'eval_reward': run.eval_reward})
+        if not self.quiet:
+                logger.info('steps %d  eval reward %.2f (%d deterministic episodes)', run.steps, run.eval_reward,
+                        self.episodes)
+
+
+class Saves(Callback):
+    """Whole-agent saves (``agent.save``) into ``directory``: every ``frequency`` env steps as
+    ``step-N`` (the newest ``keep`` kept), and, when the run evaluates, the best-evaluated agent as
+    ``best-eval`` (Stable-Baselines3's ``CheckpointCallback`` and ``EvalCallback``'s best model)."""
+
+    def __init__(self, directory: str, frequency: int | None = None, keep: int = 3,
+                 include_buffer: bool = False) -> None:
+        self.directory, self.frequency, self.keep, self.include_buffer = directory, frequency, keep, include_buffer
+        self.due, self.best_eval = 0, -np.inf
+        self.score_path = os.path.join(directory, 'best-eval.json')  # best-eval's score, across runs
+
+    def on_start(self, run: Run) -> None:
+        self.due = run.steps + (self.frequency or 0)
+        if os.path.exists(self.score_path):  # a resumed run replaces best-eval only with a better agent
+            with open(self.score_path) as file:
+                self.best_eval = float(json.load(file)['eval_reward'])
+
+    def on_round(self, run: Run) -> None:
+        if run.eval_reward > self.best_eval:
+            self.best_eval = run.eval_reward
+            # The score first: a kill between the two leaves a score no lower than the agent saved.
+            with atomic_write(self.score_path) as file:
+                file.write(json.dumps({'eval_reward': run.eval_reward, 'step': run.steps}).encode())
+            run.agent.save(os.path.join(self.directory, 'best-eval'), self.include_buffer)
+        if self.frequency and run.steps >= self.due:
+            self.due = run.steps + self.frequency
+            run.agent.save(os.path.join(self.directory, f'step-{run.steps:012d}'), self.include_buffer)
+            for old in sorted(name for name in os.listdir(self.directory) if name.startswith('step-'))[:-self.keep]:
+                shutil.rmtree(os.path.join(self.directory, old))
+
+
+class Plateau(Callback):
+    """After ``start_steps``, multiply the learning rate by ``factor`` when the best mean reward has not
+    risen for ``patience`` progress lines in a row; stop after ``stop_patience`` such cuts in a row.
+
+    One clock, progress lines once a full window of episodes has finished: at each, the best mean reward
+    either rose since the previous line (the counts restart) or did not (one more line on the plateau).
+    """
+
+    def __init__(self, start_steps: int, factor: float, patience: int, stop_patience: int) -> None:
+        self.start_steps, self.factor, self.patience, self.stop_patience = start_steps, factor, patience, stop_patience
+        self.best = -np.inf
+        self.lines = self.cuts = 0
+
+    def on_start(self, run: Run) -> None:
+        self.best, self.lines, self.cuts = run.best_reward, 0, 0
+
+    def on_progress(self, run: Run) -> None:
+        improved, self.best = run.best_reward > self.best, run.best_reward
+        if run.steps < self.start_steps or self.cuts >= self.stop_patience or not run.window_full:
+            return  # (no best before a full window of episodes: nothing to judge a plateau by)
+        if improved:
+            self.lines = self.cuts = 0
+            return
+        self.lines += 1
+        if self.lines < self.patience:
+            return
+        self.lines, self.cuts = 0, self.cuts + 1
+        run.agent.lr_factor *= self.factor
+        run.agent.update_learning_rates()
+        logger.info('Plateau: learning rate reduced by a factor of %s', self.factor)
+        if self.cuts >= self.stop_patience:
+            run.stop(f'Early stopping after {self.cuts} plateaus; best mean reward {format_reward(run.best_reward)}')
+
+
+class Wandb(Callback):
+    """Log metrics to a Weights & Biases run (works offline with ``WANDB_MODE=offline``)."""
+
+    def __init__(self, session: str) -> None:
+        self.session, self.run = session, None
+
+    def on_start(self, run: Run) -> None:
+        import wandb
+
+        self.run = wandb.init(project=os.environ.get('WANDB_PROJECT', 'xagents'), name=self.session,
+                              config=run.agent.config(), reinit='finish_previous')
+
+    def on_metrics(self, run: Run, metrics: dict[str, float]) -> None:
+        if self.run is not None:
+            self.run.log(metrics, step=run.steps)
+
+    def on_stop(self, run: Run) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+
+class TensorBoard(Callback):
+    """Write metrics as TensorBoard scalar summaries under ``logdir``."""
+
+    def __init__(self, logdir: str) -> None:
+        self.logdir, self.writer = logdir, None
+
+    def on_start(self, run: Run) -> None:
+        import tensorflow as tf
+
+        self.writer = tf.summary.create_file_writer(self.logdir)
+
+    def on_metrics(self, run: Run, metrics: dict[str, float]) -> None:
+        import tensorflow as tf
+
+        if self.writer is not None:
+            with self.writer.as_default(step=run.steps):
+                for name, value in metrics.items():
+                    tf.summary.scalar(name, value)
+
+    def on_stop(self, run: Run) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None

@@ -1,0 +1,127 @@
+"""EvaluationResult: play whole episodes with an agent and report each one's return and length."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+import gymnasium as gym
+import numpy as np
+
+from xagents.utils.envs import EpisodeScores, as_vector_env, create_envs, env_call, env_spec, settings_for
+from xagents.utils.validation import validated
+
+logger = logging.getLogger('xagents')
+STEP_LIMIT = 100_000  # evaluation steps of an episode in an env that sets no limit of its own
+
+if TYPE_CHECKING:
+    from xagents.agent.base import BaseAgent
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class EvaluationResult:
+    """Per-episode returns (the games' own scores) and lengths (env steps) of an evaluation.
+
+    Unpacks as ``mean, std = result``, the pair Stable-Baselines3's ``evaluate_policy`` returns.
+    """
+
+    returns: np.ndarray
+    lengths: np.ndarray
+
+    def __iter__(self):
+        return iter((self.mean, self.std))
+
+    def __repr__(self) -> str:
+        return (f'EvaluationResult(mean={self.mean:.2f}, std={self.std:.2f}, episodes={len(self.returns)}, '
+                f'mean_length={np.mean(self.lengths):.1f})')
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.returns))
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.returns))
+
+    def __str__(self) -> str:
+        return (f'{self.mean:.2f} ± {self.std:.2f} over {len(self.returns)} episodes '
+                f'(length {np.mean(self.lengths):.1f} ± {np.std(self.lengths):.1f})')
+
+
+@validated
+def evaluate(
+    agent: BaseAgent,
+    env: str | gym.Env | gym.vector.VectorEnv | None = None,
+    episodes: int = 10,
+    deterministic: bool = True,
+    seed: int | None = None,
+    max_episode_steps: int | None = None,
+) -> EvaluationResult:
+    """Play ``episodes`` whole episodes with ``agent`` and return their returns and lengths.
+
+    Args:
+        agent: A trained (or loaded) agent; its observation normalisation is applied, not updated.
+        env: An env id (made as the agent's envs were: Atari preprocessing...), a ``gym.Env`` or a
+            vector env; default: the agent's own env id. Ids get one env per episode.
+        episodes: Number of episodes; a vector env of n envs plays ``(episodes + i) // n`` on env i,
+            so short episodes are not favoured (as Stable-Baselines3's ``evaluate_policy``).
+        deterministic: Act with the policy's mode (greedy) rather than sampling or exploring.
+        seed: Seed of the first reset (env i gets seed + i); default: the agent's seed + 10,000.
+        max_episode_steps: Cut an episode after this many steps, with a warning; default: the env's own
+            limit, or 100,000 steps for an env that sets none, so that episodes that never end (a policy that
+            stands still) cannot hang an evaluation.
+
+    Returns:
+        The per-episode returns and lengths, in the order the episodes ended (a cut episode counts with
+        the return it had).
+    """
+    envs, owned, limit = _evaluation_envs(agent, env, episodes, max_episode_steps)
+    if seed is None and agent.seed is not None:
+        seed = agent.seed + 10_000
+    try:
+        n = envs.num_envs
+        targets = np.array([(episodes + i) // n for i in range(n)])
+        counts = np.zeros(n, np.int64)
+        returns, lengths = [], []
+        scores = EpisodeScores(envs)
+        with env_call(envs, 'reset (evaluation)', None):
+            observations = envs.reset(seed=seed)[0]
+        while (counts < targets).any():
+            with env_call(envs, 'step (evaluation)', None):
+                observations, rewards, terminated, truncated, info = envs.step(agent.act(observations, deterministic))
+            ended, ended_returns, ended_lengths = scores.update(rewards, terminated | truncated, info)
+            cut = scores.lengths >= limit if limit and not scores.recorded else None
+            if cut is not None and cut.any():  # an env of the user's: cut here, the return so far counts
+                cut_envs, cut_returns, cut_lengths = scores.cut(cut)
+                ended, ended_returns, ended_lengths = (np.concatenate(pair) for pair in (
+                    (ended, cut_envs), (ended_returns, cut_returns), (ended_lengths, cut_lengths)))
+                with env_call(envs, 'reset (evaluation)', None):
+                    observations = envs.reset(options={'reset_mask': cut})[0]
+            for index, score, length in zip(ended, ended_returns, ended_lengths):
+                if counts[index] < targets[index]:
+                    counts[index] += 1
+                    returns.append(score)
+                    lengths.append(length)
+    finally:
+        if owned:
+            envs.close()
+    if limit and np.any(np.asarray(lengths) >= limit):
+        logger.warning('Evaluation cut %d of %d episodes at %s steps: the env sets no limit of its own (pass '
+                       'max_episode_steps to change it)', int(np.sum(np.asarray(lengths) >= limit)), len(lengths),
+                       f'{limit:,}')
+    return EvaluationResult(np.asarray(returns, np.float64), np.asarray(lengths, np.int64))
+
+
+def _evaluation_envs(agent: BaseAgent, env, episodes: int, max_episode_steps: int | None
+                     ) -> tuple[gym.vector.VectorEnv, bool, int | None]:
+    """The vector env to evaluate on, whether this module made it (and so closes it), and the step limit that
+    evaluation itself applies (None where the env's own applies)."""
+    if env is None or isinstance(env, str):
+        settings = settings_for(agent.envs, env)
+        limit = max_episode_steps or (None if env_spec(settings['env_id']).max_episode_steps else STEP_LIMIT)
+        if limit:  # a time limit inside the env, below its episode records: the game's score of a cut episode
+            settings['env_kwargs'] = {**(settings.get('env_kwargs') or {}), 'max_episode_steps': limit}
+        return create_envs(n_envs=episodes, **settings), True, limit
+    envs = as_vector_env(env)  # the caller's env: the caller closes it
+    spec = getattr(env, 'spec', None)
+    return envs, False, max_episode_steps or (None if spec and spec.max_episode_steps else STEP_LIMIT)
