@@ -12,7 +12,7 @@ is the first row.
 
 parity: env steps PPO needs to reach a mean reward of 475 on CartPole-v1 with 2 workers x 4 envs and
 locally with 8 envs, per seed; DQN with 2 Ape-X actors: env steps until 10 deterministic evaluation
-episodes score 475 or more (evaluations every 2,500 steps, as the README's DQN command).
+episodes score 475 or more (evaluations every 2,500 steps, as the DQN command of the command-line guide).
 """
 from __future__ import annotations
 

@@ -1,6 +1,3 @@
-"""The agents' shared core: :class:`BaseAgent` and the families every algorithm subclasses."""
-from xagents.agent.base import BaseAgent
-from xagents.agent.off_policy import OffPolicy
-from xagents.agent.on_policy import OnPolicy
-
-__all__ = ['BaseAgent', 'OffPolicy', 'OnPolicy']
+"""The agents' core: :class:`~xagents.agent.base.BaseAgent` and the families every algorithm subclasses,
+:class:`~xagents.agent.on_policy.OnPolicy` and :class:`~xagents.agent.off_policy.OffPolicy`. (Importing this
+package loads nothing: the command line reads the agents' signatures from source, without TensorFlow.)"""

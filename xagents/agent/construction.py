@@ -47,11 +47,11 @@ def constructor(init):
 def with_run_defaults(fit):
     """Wrap ``fit``: settings a call does not give take the agent's ``run_defaults`` (``from_env``'s presets and
     run arguments), then the signature's defaults."""
-    signature = inspect.signature(fit)
+    names = list(inspect.signature(fit).parameters)[1:]  # after self
 
     @functools.wraps(fit)
     def run(self, *args, **kwargs):
-        given = signature.bind_partial(self, *args, **kwargs).arguments
+        given = set(names[:len(args)]) | set(kwargs)  # (a wrong name is fit's to refuse, with a suggestion)
         kwargs.update({name: value for name, value in self.run_defaults.items() if name not in given})
         return fit(self, *args, **kwargs)
 

@@ -156,7 +156,7 @@ def run_one(job: Job, seed: int, output: str) -> dict:
     if os.path.exists(history):  # an interrupted earlier attempt: start the run again
         os.remove(history)
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, '-m', 'xagents.app.cli', *command[1:]], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, '-m', 'xagents', *command[1:]], capture_output=True, text=True,
                             env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
     wall = time.perf_counter() - start
     if result.returncode != 0:

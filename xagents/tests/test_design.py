@@ -110,7 +110,7 @@ class Toy(OnPolicy):
 
 
 def test_an_agent_defined_outside_the_package_trains_through_the_command_line(monkeypatch, workdir, xagents_cli):
-    """The README's "add an agent" steps: a class (here in this test), one registry line, nothing else."""
+    """The "add an agent" steps of docs/design.md: a class (here in this test), one registry line, nothing else."""
     monkeypatch.setitem(AGENTS, 'toy', f'{__name__}:Toy')
     status, out, _ = xagents_cli('train', 'toy')
     assert status == 0 and '--n-steps N' in out and 'Steps per env in each rollout. (default: 16)' in ' '.join(out.split())

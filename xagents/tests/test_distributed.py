@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -19,8 +20,10 @@ os.environ['RAY_AUTH_MODE'] = 'token'
 pytest.importorskip('ray')
 
 from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO  # noqa: E402
+from xagents.tests.test_env_faults import FAULTY_ENVS  # noqa: E402
 from xagents.training.callbacks import Callback  # noqa: E402
 from xagents.training.distributed import Worker, worker_arguments  # noqa: E402
+from xagents.utils.history import read_history  # noqa: E402
 
 LOOPBACK = {'127.0.0.1', '::ffff:127.0.0.1', '::1'}
 
@@ -316,9 +319,9 @@ def test_the_command_line_trains_on_workers_of_a_cluster(cluster, workdir, xagen
 
 
 @pytest.mark.parametrize('argv, message', [
-    (['--ray-address', '127.0.0.1:1'], 'ray_address is where workers run: give workers too'),
+    (['--ray-address', '127.0.0.1:1'], 'ray_address is where workers run: give the agent workers too'),
     (['--workers', '0'], 'expected workers >= 1, got 0'),
-    (['--workers', '2', '--ray-address', f'127.0.0.1:{free_port()}'], 'found no Ray cluster at 127.0.0.1:'),
+    (['--workers', '2', '--ray-address', f'127.0.0.1:{free_port()}'], 'cannot reach a Ray cluster at 127.0.0.1:'),
 ])
 def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagents_command):
     result = subprocess.run([*xagents_command, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '100', *argv],
@@ -326,6 +329,78 @@ def test_bad_distributed_flags_are_one_line_errors(argv, message, workdir, xagen
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert os.listdir('.') == []
+
+
+@pytest.fixture
+def web_server():
+    """A plain HTTP server on 127.0.0.1, no Ray: its address, and a list of the times it accepted a connection."""
+    accepted = []
+
+    class Server(ThreadingHTTPServer):
+        def verify_request(self, request, client_address):
+            accepted.append(time.monotonic())
+            return True
+
+    server = Server(('127.0.0.1', 0), BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f'127.0.0.1:{server.server_address[1]}', accepted
+    server.shutdown()
+    server.server_close()
+
+
+def train_on(address: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', 'CartPole-v1', '--workers',
+                             '2', '--ray-address', address, '--max-steps', '100'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_an_address_where_something_else_than_ray_answers_is_refused_in_one_line_within_30_s(web_server, workdir):
+    """Ray's own retries would last many minutes: the attempt ends within 30 s of its first connection."""
+    address, accepted = web_server
+    command = train_on(address)
+    _, err = command.communicate(timeout=300)
+    ended = time.monotonic()
+    assert command.returncode == 2, err[-2000:]
+    assert accepted and ended - accepted[0] < 30
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f'xagents train ppo: error: cannot reach a Ray cluster at {address}: ')
+    assert os.listdir('.') == []
+
+
+def test_sigterm_while_reaching_a_cluster_stops_at_once_in_one_line(web_server, workdir):
+    address, accepted = web_server
+    command = train_on(address)
+    deadline = time.monotonic() + 240
+    while not accepted:
+        assert command.poll() is None and time.monotonic() < deadline, command.communicate()[1][-2000:]
+        time.sleep(0.1)
+    time.sleep(3)  # well into the attempt
+    command.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    _, err = command.communicate(timeout=120)
+    assert time.monotonic() - sent < 5
+    assert command.returncode == 130 and err == 'xagents train ppo: interrupted\n', err[-2000:]
+
+
+def test_an_env_that_raises_in_a_worker_stops_the_run_in_one_line_and_the_last_good_files_stay(
+        cluster, workdir, xagents_command):
+    """The worker's EnvError comes back as a local run's: one line naming the env, the call, the step and the
+    worker, exit status 1, without restarting the worker (the bug would fail again)."""
+    (workdir / 'faulty_envs.py').write_text(FAULTY_ENVS)
+    started = time.monotonic()
+    result = subprocess.run([*xagents_command, 'train', 'ppo', '--env', 'faulty_envs:Faulty-v0', '--env-kwargs',
+                             'fault=raise', 'at=750', '--workers', '2', '--n-envs', '2', '--ray-address', cluster,
+                             '--max-steps', '20000', '--reward-buffer-size', '10', '--seed', '0', '--quiet',
+                             '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet'],
+                            capture_output=True, text=True, timeout=600, check=False)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and 'Traceback' not in result.stdout, result.stderr[-3000:]
+    assert re.fullmatch(r'xagents train ppo: error: faulty_envs:Faulty-v0 failed in step at env step [\d,]+: '
+                        r'RuntimeError: simulator crashed \(worker [01]\); weights \(w.tf\) and history '
+                        r'\(h.parquet\) of the last good point kept', lines[0]), lines[0]
+    assert time.monotonic() - started < 120  # no minute of restarts
+    history = read_history('h.parquet')
+    assert len(history) > 10 and history['step'].iloc[-1] <= 2 * 2 * 750
 
 
 def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(workdir):

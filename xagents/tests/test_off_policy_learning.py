@@ -1,7 +1,7 @@
 """Short seeded learning runs: each off-policy agent must clearly improve on its tuned settings.
 
 The thresholds sit far above what random play scores (CartPole ~22, Pendulum ~-1200 to -1500)
-and below the reference scores, which the full runs reported in the README reach.
+and below the reference scores, which the full runs on the documentation's Results page reach.
 """
 import pytest
 

@@ -20,11 +20,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import subprocess
+import sys
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from xagents.utils.envs import EnvError
 from xagents.utils.extras import require
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger('xagents')
 RESTART_TRIES = 30  # consecutive failed calls to one worker (about a minute) before the run gives up
+GCS_TIMEOUT_MS = 5_000  # how long a first call to a cluster's GCS may take, after Ray's 2 x 5 s to connect
 
 
 class WorkerError(RuntimeError):
@@ -41,11 +45,14 @@ class WorkerError(RuntimeError):
 def require_ray(address: str | None = None):
     """The ``ray`` module, or a ValueError naming the extra that installs it.
 
-    Two settings Ray reads once, at import, are made first: loopback clusters stay on loopback, and a
-    driver joining ``address`` uses token authentication when a token is at hand, as ``ray start`` does
+    Settings Ray reads are made first: loopback clusters stay on loopback, segments a stopped run drops are not
+    reported, and a driver joining ``address`` uses token authentication when a token is at hand, as ``ray start`` does
     (else it cannot join a cluster started with one, and says only that it failed to connect).
     """
     os.environ.setdefault('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '0')  # else a Ray on 127.0.0.1 listens everywhere
+    # The pool reads every segment it uses; those in flight when a run stops (another worker's failure, say)
+    # are dropped on purpose, and Ray would log each as an unhandled error, traceback and all.
+    os.environ.setdefault('RAY_IGNORE_UNHANDLED_ERRORS', '1')
     token = os.environ.get('RAY_AUTH_TOKEN_PATH', os.path.expanduser('~/.ray/auth_token'))
     if address and 'RAY_AUTH_MODE' not in os.environ and ('RAY_AUTH_TOKEN' in os.environ or os.path.exists(token)):
         os.environ['RAY_AUTH_MODE'] = 'token'
@@ -118,15 +125,29 @@ class Worker:
 
 
 def check_reachable(address: str) -> None:
-    """Refuse at once a ``HOST:PORT`` where nothing listens (Ray itself would retry for minutes)."""
+    """Refuse within about 15 s a ``HOST:PORT`` where no Ray cluster answers: nothing listens there (at once), or
+    something that is not Ray's GCS does. ``ray.init`` would retry for many minutes, deaf to SIGTERM, and print
+    Ray's own warnings; Ray's GCS client with a deadline runs in a child process instead, which keeps its
+    output and is stopped with this one."""
     host, _, port = address.rpartition(':')
     if not host or not port.isdigit() or '://' in address:
         return  # another form Ray accepts (ray://..., auto): left to Ray
     try:
         socket.create_connection((host.strip('[]'), int(port)), timeout=10).close()
     except OSError as error:
-        raise ValueError(f'found no Ray cluster at {address} ({error.strerror or error}): start one there with '
-                         'ray start --head, or check the address') from None
+        raise unreachable(address, error.strerror or str(error)) from None
+    probe = f'import ray._raylet; ray._raylet.InnerGcsClient.standalone({address!r}, None, {GCS_TIMEOUT_MS})'
+    try:
+        subprocess.run([sys.executable, '-c', probe], capture_output=True, text=True, check=True, timeout=60)
+    except subprocess.CalledProcessError as error:
+        raise unreachable(address, cause(RuntimeError(error.stderr))) from None
+    except subprocess.TimeoutExpired:
+        raise unreachable(address, 'no answer within 60 s') from None
+
+
+def unreachable(address: str, reason: str) -> ValueError:
+    return ValueError(f'cannot reach a Ray cluster at {address}: {reason} (start one there with ray start --head, '
+                      'or check the address)')
 
 
 def cause(error: Exception) -> str:
@@ -174,9 +195,9 @@ class WorkerPool:
                 options.update(_node_ip_address='127.0.0.1', include_dashboard=False)
             try:
                 ray.init(**options, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
-            except ConnectionError:
-                raise ValueError(f'found no Ray cluster at {address} (start one with ray start --head; with token '
-                                 'authentication, give this machine its token)') from None
+            except ConnectionError as error:
+                raise unreachable(address, f'{cause(error)}; with token authentication, give this machine its '
+                                  'token') from None
         cpus = ray.cluster_resources().get('CPU', 1.0)
         remote = ray.remote(Worker).options(num_cpus=min(1.0, cpus / count), max_restarts=-1, max_task_retries=0)
         self.ray, self.count = ray, count
@@ -211,11 +232,17 @@ class WorkerPool:
         self.pending[index] = self.actors[index].collect.remote(self.acting_ref, agent.steps, *args)
 
     def result(self, index: int, agent: BaseAgent, *args) -> Segment:
-        """Worker ``index``'s pending segment; if the worker was lost, the same segment from its restart."""
+        """Worker ``index``'s pending segment; if the worker was lost, the same segment from its restart. Its env
+        failing is an :class:`~xagents.utils.envs.EnvError` here too, naming the worker: a deterministic bug
+        would fail again, so it is not retried."""
         error = None
         for attempt in range(RESTART_TRIES):
             try:
                 return self.ray.get(self.pending.pop(index))
+            except self.ray.exceptions.RayTaskError as failed:  # raised in the worker, which lives on: no retry
+                if isinstance(failed.cause, EnvError):  # the same one line as an env of a local run
+                    raise EnvError(f'{failed.cause} (worker {index})') from None
+                raise
             except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError) as lost:
                 error = lost
                 if not attempt:

@@ -5,7 +5,6 @@ this xagents with it: the command names the extra's own requirements, read from 
 """
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import re
 import shlex
@@ -13,6 +12,8 @@ import shlex
 
 def install_command(extra: str) -> str:
     """A pip command that installs this xagents' ``extra``: its requirements by name and version."""
+    import importlib.metadata  # (slow to import: only when a message needs it)
+
     try:
         requirements = importlib.metadata.requires('xagents') or []
     except importlib.metadata.PackageNotFoundError:  # running from a source tree that was never installed

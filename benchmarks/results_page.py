@@ -1,10 +1,10 @@
-"""Put a finished `xagents benchmark` into the README: its table, commands and two figures.
+"""Put a finished `xagents benchmark` on the site's Results page: its table, commands and two figures.
 
-    python benchmarks/readme_results.py box2d /path/to/benchmark-output [--readme README.md]
+    python benchmarks/results_page.py box2d /path/to/benchmark-output [--page docs/results.md]
 
-Replaces the text between `<!-- results:SUITE -->` and `<!-- /results:SUITE -->` with what the
+Replaces the text between `<!-- results:SUITE -->` and `<!-- /results:SUITE -->` on the page with what the
 benchmark wrote (results.md, machine.json), and copies curves.png and aggregate.png to
-`img/benchmark-SUITE-curves.png` and `img/benchmark-SUITE-aggregate.png`.
+`img/benchmark-SUITE-curves.png` and `img/benchmark-SUITE-aggregate.png` beside the page.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def section(suite: str, output: str) -> str:
-    """The README text of one benchmark: how it was run, its table and commands, its figures."""
+    """The page's text of one benchmark: how it was run, its table and commands, its figures."""
     machine = json.load(open(os.path.join(output, 'machine.json')))
     runs = [json.load(open(path)) for path in glob.glob(os.path.join(output, 'runs', '*.json'))]
     versions = machine['versions']
@@ -47,19 +47,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('suite')
     parser.add_argument('output', help='the benchmark\'s --output directory')
-    parser.add_argument('--readme', default=os.path.join(ROOT, 'README.md'))
+    parser.add_argument('--page', default=os.path.join(ROOT, 'docs', 'results.md'))
     args = parser.parse_args()
-    text = open(args.readme).read()
+    text = open(args.page).read()
     start, end = f'<!-- results:{args.suite} -->', f'<!-- /results:{args.suite} -->'
     if start not in text or end not in text:
-        raise SystemExit(f'{args.readme} has no {start} ... {end} block')
+        raise SystemExit(f'{args.page} has no {start} ... {end} block')
     text = re.sub(re.escape(start) + '.*?' + re.escape(end),
                   lambda _: f'{start}\n{section(args.suite, args.output)}\n{end}', text, flags=re.S)
+    images = os.path.join(os.path.dirname(os.path.abspath(args.page)), 'img')
     for name in ('curves', 'aggregate'):
-        shutil.copyfile(os.path.join(args.output, f'{name}.png'), os.path.join(ROOT, 'img', f'benchmark-{args.suite}-{name}.png'))
-    with open(args.readme, 'w') as file:
+        shutil.copyfile(os.path.join(args.output, f'{name}.png'), os.path.join(images, f'benchmark-{args.suite}-{name}.png'))
+    with open(args.page, 'w') as file:
         file.write(text)
-    print(f'{args.readme}: {args.suite} results from {args.output}')
+    print(f'{args.page}: {args.suite} results from {args.output}')
 
 
 if __name__ == '__main__':
