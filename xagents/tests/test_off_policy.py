@@ -614,7 +614,7 @@ def test_observation_normalization_statistics_scaling_and_checkpoints(tmp_path):
 def test_observation_normalization_needs_vector_observations():
     from xagents import DQN
 
-    with pytest.raises(ValueError, match=r'normalize_observations expected vector observations, got shape \(84, 84, 4\)'):
+    with pytest.raises(ValueError, match=r'normalize_observations scales vector observations, got images shaped \(84, 84, 4\)'):
         DQN.from_env('PongNoFrameskip-v4', normalize_observations=True, buffer_max_size=1000,
                      buffer_initial_size=100, buffer_batch_size=32, quiet=True)
 
