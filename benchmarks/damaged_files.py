@@ -23,7 +23,7 @@ import zipfile
 import numpy as np
 
 from xagents import DQN, PPO
-from xagents.utils.buffers import _fields
+from xagents.utils.buffer_state import fields
 
 
 def offsets(path: str, stride: int) -> list[int]:
@@ -86,7 +86,7 @@ def main() -> None:
         return [variable.numpy().copy() for variable in ppo.model.weights + ppo.optimizers['model'].variables]
 
     def buffer_state():
-        return [np.asarray(getattr(owner, name)).copy() for owner, name in _fields(dqn.buffer).values()]
+        return [np.asarray(getattr(owner, name)).copy() for owner, name in fields(dqn.buffer).values()]
 
     for label, path, load, state, restore in (
             ('weights file', weights, lambda copy: ppo.load_weights([copy]), model_state,

@@ -5,7 +5,7 @@ file afterwards (a bad disk or copy, a hand edit). Arrays (``.npz``) are read on
 has passed the CRC-32 the zip format stores for it, which catches any changed byte of a member's
 content, header included (NumPy alone checks it only when it reads a member to its end). The zip
 directory itself has no checksum, and a changed length in it can hide the members after it: readers
-check that a file holds every array it must (``checkpoints.LAST_ENTRY``, ``buffers.restore_buffer_state``).
+check that a file holds every array it must (``checkpoints.LAST_ENTRY``, ``buffer_state.restore_buffer_state``).
 Together these refuse every single changed byte that would change what is read (benchmarks/damaged_files.py),
 with no digest to record, so they cover weights files that have no manifest too.
 """
