@@ -35,11 +35,13 @@ class SAC(OffPolicy):
         alpha loss = -E[log alpha * (log pi(a~|s) + target_entropy)]
     With ``use_sde`` (generalised state-dependent exploration, Raffin et al. 2021,
     https://arxiv.org/abs/2005.05719) the noise is a function of the state rather than fresh at each
-    step: ``u = mean(s) + f(s) E`` where ``f(s)`` are the actor's last hidden activations (no gradient)
+    step: ``u = mean(s) + f(s) E`` where ``f(s)`` are the actor's last hidden activations
     and ``E ~ N(0, sigma^2)`` a ``(features, actions)`` matrix of learned ``log sigma``, drawn anew at
     the start of each collection and every ``sde_sample_freq`` steps within it when acting (as
     Stable-Baselines3's ``collect_rollouts``), and once per gradient step when learning; so
-    ``u ~ N(mean(s), f(s)^2 sigma^2)`` per action dimension.
+    ``u ~ N(mean(s), f(s)^2 sigma^2)`` per action dimension. The actor loss trains ``f(s)`` through
+    the noise as well as through the mean, as Stable-Baselines3's SAC does (``learn_features``), so
+    the policy learns in which states to explore.
     Discrete actions (Christodoulou 2019, https://arxiv.org/abs/1910.07207): the policy is a
     softmax and every expectation over actions is computed exactly:
         y = R + discount * sum_a' pi(a'|s') (min_i Q_targ_i(s', a') - alpha log pi(a'|s'))
@@ -165,14 +167,14 @@ class SAC(OffPolicy):
         log pi(a|s) = log N(u; mean, std) - sum log(1 - tanh(u)^2), the second term written as
         2 (log 2 - u - softplus(-2u)) for numerical stability (Spinning Up's form). With gSDE,
         ``u = mean + f(s) E`` where ``E = sigma * sde_noise`` (the step's standard normal draw, so that
-        sigma gets gradients) and ``std^2 = f(s)^2 sigma^2``.
+        sigma and the features ``f(s)`` get gradients) and ``std^2 = f(s)^2 sigma^2``.
         """
         if self.use_sde:
             mean, features = self.actor(observations)
             mean = tf.clip_by_value(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
             log_sigma = self.actor.sde_log_std
-            log_std = StateDependentNoise.log_std(features, log_sigma)
-            noise = tf.matmul(tf.stop_gradient(features), tf.exp(log_sigma) * sde_noise) * tf.exp(-log_std)
+            log_std = StateDependentNoise.log_std(features, log_sigma, learn_features=True)
+            noise = tf.matmul(features, tf.exp(log_sigma) * sde_noise) * tf.exp(-log_std)
         else:
             mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
             log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)

@@ -265,6 +265,31 @@ def test_sde_log_prob_is_the_state_dependent_gaussian_through_tanh():
     np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
 
 
+def test_sde_features_are_trained_through_the_noise():
+    """Stable-Baselines3's SAC learns gSDE's features (``learn_features=True``). The means head here is zero,
+    so only the noise ``f(s) E`` ties the actions to the hidden layer: d sum tanh(u) / dW[i, j] =
+    sum_b (1 - tanh(u_b)^2) x_bi [h_bj > 0] E_j, worked out with NumPy (zero if the features got no gradient)."""
+    x = tf.keras.Input((3,))
+    hidden = tf.keras.layers.Dense(4, activation='relu')
+    means = tf.keras.layers.Dense(1, kernel_initializer='zeros')
+    features = hidden(x)
+    agent = SAC(create_envs('Pendulum-v1'), tf.keras.Model(x, [means(features), features]), use_sde=True,
+                buffer_initial_size=256, quiet=True)
+    observations = np.random.default_rng(6).normal(size=(5, 3)).astype(np.float32)
+    noise = np.random.default_rng(7).normal(size=(4, 1)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        actions, _ = agent.squashed_gaussian(tf.constant(observations), tf.constant(noise))
+        total = tf.reduce_sum(actions)
+    gradient = tape.gradient(total, hidden.kernel).numpy()
+    kernel, bias = (weight.numpy().astype(np.float64) for weight in hidden.weights)
+    active = (observations @ kernel + bias > 0).astype(np.float64)  # (5, 4)
+    exploration = np.exp(-3.0) * noise[:, 0].astype(np.float64)  # E = sigma n, log_std_init -3
+    u = np.maximum(observations @ kernel + bias, 0) @ exploration + means.bias.numpy()[0]
+    expected = observations.T @ ((1 - np.tanh(u) ** 2)[:, None] * active * exploration)
+    assert np.abs(expected).max() > 1e-3
+    np.testing.assert_allclose(gradient, expected, rtol=1e-4, atol=1e-7)
+
+
 def test_sde_acting_noise_has_the_distribution_the_updates_assume():
     """Many envs in one state: their actions before tanh spread as N(mean, f(s)^2 sigma^2)."""
     agent = sde_agent()

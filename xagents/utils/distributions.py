@@ -115,9 +115,11 @@ class StateDependentNoise:
         self.steps_held = 0
 
     @classmethod
-    def log_std(cls, features: tf.Tensor, log_sigma: tf.Tensor) -> tf.Tensor:
-        """Per-sample ``log std`` ``(B, d)`` of the actions (graph mode; the features get no gradient)."""
-        features = tf.stop_gradient(features)
+    def log_std(cls, features: tf.Tensor, log_sigma: tf.Tensor, learn_features: bool = False) -> tf.Tensor:
+        """Per-sample ``log std`` ``(B, d)`` of the actions (graph mode). The features get gradients only
+        with ``learn_features`` (Stable-Baselines3's SAC learns them, its PPO and A2C do not)."""
+        if not learn_features:
+            features = tf.stop_gradient(features)
         return 0.5 * tf.math.log(tf.matmul(features ** 2, tf.exp(2.0 * log_sigma)) + cls.EPSILON)
 
     @classmethod
