@@ -5,6 +5,7 @@ import gymnasium as gym
 import tensorflow as tf
 
 from xagents.agent.on_policy import OnPolicy
+from xagents.utils.rmsprop import RMSpropTF1
 
 
 OPTIMIZERS = ('rmsprop', 'adam')
@@ -14,9 +15,10 @@ class A2C(OnPolicy):
     """A2C: n-step returns, one gradient step per rollout, entropy bonus.
 
     loss = -E[log pi(a|s) * A] + value_loss_coef * E[(R - V(s))^2] - entropy_coef * E[H(pi(.|s))]
-    with A = R - V(s) and R the n-step (lam=1) or GAE return. The optimizer is RMSProp with the
-    paper's and Baselines' settings (decay 0.99, epsilon 1e-5 inside the square root, as
-    TensorFlow computes it), or Adam.
+    with A = R - V(s) and R the n-step (lam=1) or GAE return. The optimizer is RMSProp as the
+    paper's and Baselines' TensorFlow 1 computes it (:class:`RMSpropTF1`: decay 0.99, epsilon 1e-5
+    inside the square root, the squared-gradient average starting at ones) after clipping the
+    gradients' global norm to ``grad_norm``, or Adam.
     """
 
     def __init__(
@@ -44,17 +46,18 @@ class A2C(OnPolicy):
             entropy_coef: Weight of the entropy bonus.
             value_loss_coef: Weight of the value loss.
             grad_norm: Clip gradients to this global norm.
-            optimizer: rmsprop (the paper's) or adam (with opt_epsilon, beta1 and beta2).
+            optimizer: rmsprop (the paper's, as TensorFlow 1 computes it) or adam (with opt_epsilon,
+                beta1 and beta2).
             rmsprop_alpha: RMSProp decay of the squared-gradient average.
-            rmsprop_epsilon: RMSProp epsilon.
+            rmsprop_epsilon: RMSProp epsilon, added inside the square root.
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f'expected optimizer {" or ".join(OPTIMIZERS)}, got {optimizer!r}')
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
         self.model = self.build_actor_critic(model)
-        rmsprop = tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon,
-                                              global_clipnorm=grad_norm) if optimizer == 'rmsprop' else None
+        rmsprop = RMSpropTF1(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon,
+                             global_clipnorm=grad_norm) if optimizer == 'rmsprop' else None
         self.optimizer = self.make_optimizer('model', rmsprop, global_clipnorm=grad_norm)
 
     @tf.function

@@ -8,12 +8,13 @@ import numpy as np
 import tensorflow as tf
 
 from xagents.agent.base import BaseAgent
-from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
+from xagents.utils.segments import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Output, build_model
 from xagents.utils.streams import REPLAY, random_stream
 from xagents.utils.optimization import retrace_targets, trust_region_projection
+from xagents.utils.rmsprop import RMSpropTF1
 
 EPSILON = 1e-6  # keeps probability ratios and logarithms finite
 
@@ -36,8 +37,9 @@ class ACER(BaseAgent):
     - its gradient ``g`` with respect to the policy's probabilities is projected onto
       ``k . z <= delta``, ``k`` the gradient of ``KL(average policy || policy)`` (eq. 12), and
       back-propagated with the Q loss ``value_loss_coef * 0.5 (Q^ret - Q(x, a))^2``;
-    - RMSProp with gradients clipped to ``grad_norm`` (learning rate optionally decayed linearly
-      by the shared loop, ``lr_decay_steps``), then the average network moves towards the model:
+    - RMSProp as Baselines' TensorFlow 1 computes it (:class:`RMSpropTF1`) with gradients clipped
+      to ``grad_norm`` (learning rate optionally decayed linearly by the shared loop,
+      ``lr_decay_steps``), then the average network moves towards the model:
       ``average = ema_alpha * average + (1 - ema_alpha) * model``.
 
     Resuming from a checkpoint restarts the average network from the loaded weights.
@@ -75,7 +77,7 @@ class ACER(BaseAgent):
             n_steps: Steps per env in each segment (on-policy batch and replayed unit).
             lr: RMSProp learning rate.
             rmsprop_alpha: RMSProp decay of the squared-gradient average.
-            rmsprop_epsilon: RMSProp epsilon.
+            rmsprop_epsilon: RMSProp epsilon, added inside the square root.
             entropy_coef: Weight of the entropy bonus.
             value_loss_coef: Weight of the Q loss.
             grad_norm: Clip gradients to this global norm.
@@ -106,9 +108,7 @@ class ACER(BaseAgent):
             space = envs.single_observation_space
             self.average = build_model(self.model_file('model', space, model), space, outputs, name='average')
         self.average.set_weights(self.model.get_weights())
-        self.optimizer = self.make_optimizer(
-            'model', tf.keras.optimizers.RMSprop(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon)
-        )
+        self.optimizer = self.make_optimizer('model', RMSpropTF1(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon))
         def segment_buffer(capacity: int) -> SegmentBuffer:
             return SegmentBuffer(capacity, n_steps, self.n_envs, envs.single_observation_space,
                                  envs.single_action_space, seed=random_stream(self.seed, REPLAY),
@@ -121,7 +121,7 @@ class ACER(BaseAgent):
 
     # ----------------------------------------------------------------------------- acting
     def worker_settings(self) -> dict:
-        return {'buffer_max_size': 1, 'buffer_initial_size': 1}  # workers only act
+        return {**super().worker_settings(), 'buffer_max_size': 1, 'buffer_initial_size': 1}  # workers only act
 
     def load_weights(self, weights: Sequence[str]) -> None:
         super().load_weights(weights)

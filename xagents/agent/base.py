@@ -172,8 +172,8 @@ class BaseAgent(EnvStepping, WorkerSide):
     @classmethod
     def with_new_names(cls, kwargs: dict) -> dict:
         """``kwargs`` with parameters given by an old name (:data:`RENAMED`) under their new one, each
-        with a one-line notice (when the agent has the new name and not the old)."""
-        names, kwargs = cls.parameter_names(), dict(kwargs)
+        with a one-line notice (when the agent or its ``fit`` has the new name and not the old)."""
+        names, kwargs = cls.parameter_names() | set(inspect.signature(BaseAgent.fit).parameters), dict(kwargs)
         for old, new in RENAMED.items():
             if old in kwargs and old not in names and new in names:
                 if new in kwargs:

@@ -9,7 +9,8 @@ import gymnasium as gym
 import numpy as np
 
 from xagents.agent.base import BaseAgent
-from xagents.utils.buffers import PrioritizedReplayBuffer, ReplayBuffer
+from xagents.utils.buffers import ReplayBuffer
+from xagents.utils.prioritized import PrioritizedReplayBuffer
 from xagents.utils.envs import frame_stacked
 from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model, check_model, is_image_space

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from xagents.utils.atomic import atomic_write, check_writable
-from xagents.utils.buffers import buffer_state, restore_buffer_state
+from xagents.utils.buffer_state import buffer_state, restore_buffer_state
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
 from xagents.utils.envs import ENV_PARAMETERS, as_vector_env, create_envs, env_settings
 from xagents.utils.history import check_identity

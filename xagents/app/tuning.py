@@ -435,8 +435,10 @@ def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, An
             try:
                 if run is None or instance.steps < step:
                     run = instance.fit(max_steps=step, total=True, quiet=True)
+            except NonFiniteError as error:  # an update's losses turned non-finite (fit stopped at once)
+                raise Diverged(f'non-finite losses after {instance.steps} steps: {error}') from None
             except Exception as error:  # NaN weights surface as errors (e.g. NaN probabilities)
-                if _weights_finite(instance) and not isinstance(error, NonFiniteError):
+                if _weights_finite(instance):
                     raise
                 raise Diverged(f'non-finite weights after {instance.steps} steps ({one_line(error)})') from None
             bad = [name for name, value in run.metrics.items() if not np.isfinite(float(value))]

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from xagents.acer import ACER
-from xagents.utils.buffers import SegmentBuffer, TrajectorySegment
+from xagents.utils.segments import SegmentBuffer, TrajectorySegment
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 
 def test_retrace_targets_three_steps_by_hand():
@@ -132,8 +132,9 @@ def test_trust_region_bounds_linearised_kl_on_fixed_batch(trust_region):
     agent = ACER.from_env('CartPole-v1', seed=4, n_envs=4, n_steps=10, delta=delta, buffer_initial_size=1,
                           replay_ratio=0.0, trust_region=trust_region, quiet=True)
     # Early on, Q ~ 0 makes every advantage positive, and a step raising pi(a) in the probability
-    # coordinates lowers KL(average || pi): the bound only bites once Q has learned (A < 0 exists).
-    batch = fixed_segment(agent, 2000)
+    # coordinates lowers KL(average || pi): the bound only bites once Q has learned (A < 0 exists),
+    # which RMSProp's small first steps (its average starts at ones) put some 10k steps off.
+    batch = fixed_segment(agent, 16_000)
     with tf.GradientTape() as tape:
         objective, _, probs, _ = agent.losses(*batch)
     g = tape.gradient(objective, probs).numpy()
@@ -233,5 +234,5 @@ def test_cli_rejects_bad_input_in_one_line(argv, message, tmp_path, xagents_comm
 
 def test_learns_cartpole():
     agent = ACER.from_env('CartPole-v1', seed=1, quiet=True)  # tuned defaults, replay included
-    run = agent.fit(target_reward=150, max_steps=40_000)  # a random policy scores ~22
+    run = agent.fit(target_reward=150, max_steps=50_000)  # a random policy scores ~22
     assert run.mean_reward >= 150

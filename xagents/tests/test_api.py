@@ -89,7 +89,7 @@ def test_a_loaded_agent_with_its_buffer_makes_the_same_next_update(workdir, agen
     loaded = agent_class.load('saved')
     assert loaded.buffer.steps == agent.buffer.steps >= 400
     # The buffer file holds the rows in use, not the capacity's zeros; loaded, every array is as it was.
-    from xagents.utils.buffers import _stateful_parts
+    from xagents.utils.buffer_state import _stateful_parts
 
     arrays = {(prefix, name): value for prefix, part in _stateful_parts(agent.buffer).items()
               for name, value in vars(part).items() if isinstance(value, np.ndarray)}

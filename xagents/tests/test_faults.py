@@ -24,9 +24,9 @@ def snapshot(*paths: str) -> dict[str, bytes]:
 
 @pytest.mark.parametrize('argv, message', [
     (['ppo', *QUICK, '--checkpoints', 'same', '--history-checkpoint', 'same'],
-     'expected a path of its own for each checkpoint and the history, got same twice'),
+     'expected a path of its own for each output (checkpoints, history, tensorboard, save_dir), got same twice'),
     (['sac', '--env', 'Pendulum-v1', '--max-steps', '100', '--checkpoints', 'a.tf', 'a.tf', 'b.tf', 'c.tf'],
-     'expected a path of its own for each checkpoint and the history, got a.tf twice'),
+     'expected a path of its own for each output (checkpoints, history, tensorboard, save_dir), got a.tf twice'),
     (['ppo', *QUICK, '--checkpoints', 'notes.txt/w.tf'], 'cannot write notes.txt/w.tf: notes.txt is not a directory'),
     (['ppo', *QUICK, '--history-checkpoint', 'folder'], 'folder is a directory, expected a file name'),
     (['ppo', *QUICK, '--tensorboard', 'notes.txt'], 'notes.txt is not a directory'),
@@ -63,6 +63,9 @@ def test_another_agents_or_envs_files_are_refused_in_one_line(xagents_cli, workd
     status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'ppo.tf', '--history-checkpoint', 'a2c.parquet')
     assert status == 2 and err.endswith('a2c.parquet comes from a run with agent A2C, this one has PPO\n')
     status, _, err = xagents_cli('train', 'a2c', '--env', 'Acrobot-v1', '--max-steps', '100', '--weights', 'a2c.tf',
+                                 '--history-checkpoint', 'a2c.parquet')
+    assert status == 2 and err.endswith('a2c.tf comes from a run with env CartPole-v1, this one has Acrobot-v1\n')
+    status, _, err = xagents_cli('train', 'a2c', '--env', 'Acrobot-v1', '--max-steps', '100',
                                  '--history-checkpoint', 'a2c.parquet')
     assert status == 2 and err.endswith('a2c.parquet comes from a run with env CartPole-v1, this one has Acrobot-v1\n')
     assert snapshot(*files) == files
@@ -209,9 +212,9 @@ def test_temporary_files_left_by_a_kill_are_removed_by_the_next_run(workdir):
 
 
 def test_a_python_agent_refuses_another_agents_history(workdir):
-    PPO.from_env('CartPole-v1', n_envs=2, history_checkpoint='h.parquet', quiet=True).fit(max_steps=500)
+    PPO.from_env('CartPole-v1', n_envs=2, quiet=True).fit(max_steps=500, history_checkpoint='h.parquet')
     with pytest.raises(ValueError, match='h.parquet comes from a run with agent PPO, this one has A2C'):
-        A2C.from_env('CartPole-v1', history_checkpoint='h.parquet', quiet=True)
+        A2C.from_env('CartPole-v1', quiet=True).fit(max_steps=500, history_checkpoint='h.parquet')
 
 
 def test_a_run_with_every_output_resumes_from_its_latest_save(xagents_cli, workdir):

@@ -68,7 +68,7 @@ def test_numpy_forward_matches_keras(tmp_path):
 
 
 def test_cnn_model_is_not_mirrored_in_numpy():
-    path = os.path.join(PACKAGE, 'models', 'cnn-model.cfg')
+    path = os.path.join(PACKAGE, 'agent', 'models', 'cnn-model.cfg')
     model = build_model(path, IMAGE_SPACE, [Output('policy', 6), Output('value', 1)])
     assert not NumpyForward.supports(model)
 
@@ -107,7 +107,7 @@ def test_missing_cfg_file():
 
 
 @pytest.mark.parametrize('agent, env_id, files', [
-    ('ppo', 'CartPole-v1', ['models/ann-model.cfg']), ('a2c', 'PongNoFrameskip-v4', ['models/cnn-model.cfg']),
+    ('ppo', 'CartPole-v1', ['agent/models/ann-model.cfg']), ('a2c', 'PongNoFrameskip-v4', ['agent/models/cnn-model.cfg']),
     ('td3', 'Pendulum-v1', ['ddpg/models/ann-actor.cfg', 'td3/models/ann-critic.cfg']),
 ])
 def test_default_models_fall_back_along_the_class_hierarchy(agent, env_id, files):

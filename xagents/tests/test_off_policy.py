@@ -639,7 +639,7 @@ def test_observation_normalization_statistics_scaling_and_checkpoints(tmp_path):
 def test_observation_normalization_needs_vector_observations():
     from xagents import DQN
 
-    with pytest.raises(ValueError, match=r'normalize_observations expected vector observations, got shape \(84, 84, 4\)'):
+    with pytest.raises(ValueError, match=r'normalize_observations scales vector observations, got images shaped \(84, 84, 4\)'):
         DQN.from_env('PongNoFrameskip-v4', normalize_observations=True, buffer_max_size=1000,
                      buffer_initial_size=100, buffer_batch_size=32, quiet=True)
 
@@ -738,7 +738,7 @@ def test_each_prioritised_minibatch_is_a_stratified_sample_of_the_whole_buffer()
 
 
 def test_prioritised_sample_of_several_minibatches_normalises_weights_per_minibatch():
-    from xagents.utils.buffers import PrioritizedReplayBuffer
+    from xagents.utils.prioritized import PrioritizedReplayBuffer
 
     buffer = PrioritizedReplayBuffer(1000, 1, gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), seed=0)
     for t in range(500):

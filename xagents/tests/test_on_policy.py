@@ -145,7 +145,7 @@ def test_resume_continues_steps_and_best_reward(workdir):
 def test_checkpoint_count_must_match_models():
     envs = create_envs('CartPole-v1', 2)
     with pytest.raises(ValueError, match=r'PPO trains 1 model\(s\) \(model\), got 2 checkpoint path\(s\)'):
-        PPO(envs, checkpoints=['a.tf', 'b.tf'])
+        PPO(envs, quiet=True).fit(max_steps=10, checkpoints=['a.tf', 'b.tf'])
 
 
 def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_return():

@@ -1,0 +1,75 @@
+"""A replay buffer's whole state as named arrays (what ``agent.save(include_buffer=True)`` writes), and back."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+
+# Beside a saved array: its shape before its last, repeated rows were left out, and that row.
+SHAPE, FILL = '#shape', '#fill'
+
+
+def _rows_before_repeats(value: np.ndarray, block: int = 4096) -> int:
+    """How many leading rows of ``value`` to keep: all but the run of rows at the end equal to the last one.
+    Scanned from the end a block at a time, so an Atari frame store needs no array of its size."""
+    rows, end = value.reshape(len(value), -1), len(value)
+    while end > 0:
+        start = max(0, end - block)
+        differs = np.flatnonzero((rows[start:end] != rows[-1]).any(axis=1))
+        if len(differs):
+            return start + int(differs[-1]) + 1
+        end = start
+    return 0
+
+
+def buffer_state(buffer) -> dict[str, np.ndarray]:
+    """Everything a replay buffer holds and counts, as named arrays (what ``agent.save(include_buffer=True)``
+    writes): its arrays and counters, those of its storage and sum tree, and its sampler's state."""
+    state = {'rng': np.asarray(json.dumps(buffer.rng.bit_generator.state))}
+    for prefix, owner in _stateful_parts(buffer).items():
+        for name, value in vars(owner).items():
+            if isinstance(value, np.ndarray) and value.ndim and len(value):
+                # The rows after the last one that differs from the final row (a buffer's unwritten rows
+                # still hold their initial value) are saved as that row and a shape, not as bytes: a buffer
+                # that is still filling costs what it holds.
+                state[f'{prefix}/{name}'] = value[:_rows_before_repeats(value)]
+                state[f'{prefix}/{name}{SHAPE}'] = np.asarray(value.shape)
+                state[f'{prefix}/{name}{FILL}'] = value[-1]
+            elif isinstance(value, (np.ndarray, int, float, np.integer, np.floating)):
+                state[f'{prefix}/{name}'] = np.asarray(value)
+    return state
+
+
+def restore_buffer_state(buffer, state: dict[str, np.ndarray]) -> None:
+    """Take back what :func:`buffer_state` gave, into a buffer built with the same settings.
+
+    Raises:
+        ValueError: the saved arrays do not fit this buffer (another capacity, env count or space).
+    """
+    parts = _stateful_parts(buffer)
+    fields = {key: (parts[key.partition('/')[0]], key.partition('/')[2], value)
+              for key, value in state.items() if key != 'rng' and not key.endswith((SHAPE, FILL))}
+    for key, (owner, name, value) in fields.items():  # check everything before changing anything
+        current = getattr(owner, name)
+        shape = tuple(state[key + SHAPE]) if key + SHAPE in state else value.shape  # older saves: whole arrays
+        if isinstance(current, np.ndarray) and (current.shape != shape or current.dtype != value.dtype):
+            raise ValueError(f'the saved replay buffer does not fit this one: {name} is {shape} '
+                             f'{value.dtype}, expected {current.shape} {current.dtype}')
+    for key, (owner, name, value) in fields.items():
+        current = getattr(owner, name)
+        if isinstance(current, np.ndarray):
+            current[:len(value)] = value
+            if len(value) < len(current):
+                current[len(value):] = state[key + FILL]
+        else:
+            setattr(owner, name, type(current)(value))
+    buffer.rng.bit_generator.state = json.loads(str(state['rng']))
+
+
+def _stateful_parts(buffer) -> dict[str, object]:
+    """The buffer and the objects of xagents' buffer modules it holds (frame or observation store, sum tree)."""
+    parts = {'buffer': buffer}
+    parts.update({name: value for name, value in vars(buffer).items()
+                  if type(value).__module__.startswith('xagents.utils.') and hasattr(value, '__dict__')})
+    return parts
