@@ -265,6 +265,38 @@ def test_sde_log_prob_is_the_state_dependent_gaussian_through_tanh():
     np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
 
 
+def test_sde_expln_sigma_is_stable_baselines3s_in_learning_and_acting():
+    """use_expln (RL Zoo's MountainCarContinuous): sigma = exp(log sigma) up to 0, log1p(log sigma) + 1 above
+    (Stable-Baselines3's StateDependentNoiseDistribution.get_std), in the log-probabilities and in the matrices
+    the envs act with."""
+    from scipy.stats import norm
+
+    agent = sde_agent(use_expln=True)
+    log_sigma = np.random.default_rng(4).uniform(-1.0, 2.0, agent.actor.sde_log_std.shape).astype(np.float32)
+    agent.actor.sde_log_std.assign(log_sigma)
+    log_sigma = log_sigma.astype(np.float64)
+    sigma = np.where(log_sigma <= 0, np.exp(log_sigma), np.log1p(np.maximum(log_sigma, 0) + 1e-6) + 1)
+    assert (log_sigma > 0).any() and (log_sigma <= 0).any()
+    observations = np.random.default_rng(2).normal(size=(5, 8)).astype(np.float32)
+    noise = np.random.default_rng(3).normal(size=log_sigma.shape).astype(np.float32)
+    actions, log_probs = agent.squashed_gaussian(tf.constant(observations), tf.constant(noise))
+    mean, features = (output.numpy().astype(np.float64) for output in agent.actor(observations))
+    u = np.clip(mean, -2, 2) + features @ (sigma * noise)
+    std = np.sqrt(features ** 2 @ sigma ** 2 + 1e-6)
+    expected = (norm.logpdf(u, np.clip(mean, -2, 2), std) - np.log(1 - np.tanh(u) ** 2)).sum(-1)
+    np.testing.assert_allclose(actions, np.tanh(u), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
+    agent.sde.noise(features[:1].astype(np.float32), agent.actor.sde_log_std.numpy(), np.random.default_rng(0))
+    draws = [agent.sde.matrices[0]]
+    for seed in range(1, 4000):
+        agent.sde.reset()
+        agent.sde.noise(features[:1].astype(np.float32), agent.actor.sde_log_std.numpy(), np.random.default_rng(seed))
+        draws.append(agent.sde.matrices[0])
+    np.testing.assert_allclose(np.std(draws, axis=0), sigma, rtol=0.08)
+    with pytest.raises(ValueError, match='use_expln shapes the noise of use_sde: give use_sde too'):
+        SAC.from_env('Pendulum-v1', use_expln=True, quiet=True)
+
+
 def test_sde_features_are_trained_through_the_noise():
     """Stable-Baselines3's SAC learns gSDE's features (``learn_features=True``). The means head here is zero,
     so only the noise ``f(s) E`` ties the actions to the hidden layer: d sum tanh(u) / dW[i, j] =
