@@ -35,11 +35,13 @@ class SAC(OffPolicy):
         alpha loss = -E[log alpha * (log pi(a~|s) + target_entropy)]
     With ``use_sde`` (generalised state-dependent exploration, Raffin et al. 2021,
     https://arxiv.org/abs/2005.05719) the noise is a function of the state rather than fresh at each
-    step: ``u = mean(s) + f(s) E`` where ``f(s)`` are the actor's last hidden activations (no gradient)
+    step: ``u = mean(s) + f(s) E`` where ``f(s)`` are the actor's last hidden activations
     and ``E ~ N(0, sigma^2)`` a ``(features, actions)`` matrix of learned ``log sigma``, drawn anew at
     the start of each collection and every ``sde_sample_freq`` steps within it when acting (as
     Stable-Baselines3's ``collect_rollouts``), and once per gradient step when learning; so
-    ``u ~ N(mean(s), f(s)^2 sigma^2)`` per action dimension.
+    ``u ~ N(mean(s), f(s)^2 sigma^2)`` per action dimension. The actor loss trains ``f(s)`` through
+    the noise as well as through the mean, as Stable-Baselines3's SAC does (``learn_features``), so
+    the policy learns in which states to explore.
     Discrete actions (Christodoulou 2019, https://arxiv.org/abs/1910.07207): the policy is a
     softmax and every expectation over actions is computed exactly:
         y = R + discount * sum_a' pi(a'|s') (min_i Q_targ_i(s', a') - alpha log pi(a'|s'))
@@ -69,6 +71,7 @@ class SAC(OffPolicy):
         use_sde: bool = False,
         sde_sample_freq: int | None = None,
         log_std_init: float = -3.0,
+        use_expln: bool = False,
         **kwargs,
     ) -> None:
         """
@@ -90,6 +93,8 @@ class SAC(OffPolicy):
             sde_sample_freq: Env steps (per env) between new gSDE noise within a collection (noise is
                 always new when one starts, after each update); default: only then, as Stable-Baselines3's -1.
             log_std_init: Initial log sigma of gSDE's noise.
+            use_expln: gSDE's sigma is exp(log sigma) up to 1 and grows as log1p(log sigma) + 1 beyond, not
+                exponentially (Stable-Baselines3's use_expln).
         """
         super().__init__(envs, lr=lr, buffer_initial_size=buffer_initial_size,
                          buffer_batch_size=buffer_batch_size, update_every=update_every,
@@ -101,7 +106,10 @@ class SAC(OffPolicy):
         self.target_entropy = target_entropy
         if use_sde and self.discrete:
             raise ValueError('use_sde explores Box actions; this env\'s actions are discrete')
+        if use_expln and not use_sde:
+            raise ValueError('use_expln shapes the noise of use_sde: give use_sde too')
         self.use_sde, self.sde_sample_freq, self.log_std_init = use_sde, sde_sample_freq, log_std_init
+        self.use_expln = use_expln
         action_dim = 0 if self.discrete else int(np.prod(self.action_low.shape))
         if self.discrete:
             self.categorical = Categorical(envs.single_action_space)
@@ -114,7 +122,7 @@ class SAC(OffPolicy):
             self.actor.sde_log_std = self.actor.add_weight(
                 shape=(features, action_dim), initializer=tf.keras.initializers.Constant(log_std_init),
                 name='sde_log_std')
-        self.sde = StateDependentNoise(sde_sample_freq) if use_sde else None
+        self.sde = StateDependentNoise(sde_sample_freq, use_expln) if use_sde else None
         self.critic = self.build_critic('critic', critic_model, [Output('q1', q_units), Output('q2', q_units)])
         self.target_critic = self.build_target('target_critic', self.critic)
         self.models['alpha'] = self.alpha_model = LogAlpha(initial_alpha if self.auto_alpha else alpha)
@@ -165,14 +173,15 @@ class SAC(OffPolicy):
         log pi(a|s) = log N(u; mean, std) - sum log(1 - tanh(u)^2), the second term written as
         2 (log 2 - u - softplus(-2u)) for numerical stability (Spinning Up's form). With gSDE,
         ``u = mean + f(s) E`` where ``E = sigma * sde_noise`` (the step's standard normal draw, so that
-        sigma gets gradients) and ``std^2 = f(s)^2 sigma^2``.
+        sigma and the features ``f(s)`` get gradients) and ``std^2 = f(s)^2 sigma^2``.
         """
         if self.use_sde:
             mean, features = self.actor(observations)
             mean = tf.clip_by_value(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
             log_sigma = self.actor.sde_log_std
-            log_std = StateDependentNoise.log_std(features, log_sigma)
-            noise = tf.matmul(tf.stop_gradient(features), tf.exp(log_sigma) * sde_noise) * tf.exp(-log_std)
+            log_std = StateDependentNoise.log_std(features, log_sigma, learn_features=True, expln=self.use_expln)
+            sigma = StateDependentNoise.sigma(log_sigma, self.use_expln)
+            noise = tf.matmul(features, sigma * sde_noise) * tf.exp(-log_std)
         else:
             mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
             log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)

@@ -4,7 +4,7 @@ from xagents.utils.tunable import OFF_POLICY_TUNABLE
 
 TUNABLE = {
     **OFF_POLICY_TUNABLE, 'alpha': 'log', 'target_entropy': 'uniform', 'actor_model': 'categorical',
-    'critic_model': 'categorical', 'use_sde': 'categorical', 'log_std_init': 'uniform',
+    'critic_model': 'categorical', 'use_sde': 'categorical', 'log_std_init': 'uniform', 'use_expln': 'categorical',
 }
 
 EXAMPLES = [

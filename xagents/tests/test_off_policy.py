@@ -265,6 +265,63 @@ def test_sde_log_prob_is_the_state_dependent_gaussian_through_tanh():
     np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
 
 
+def test_sde_expln_sigma_is_stable_baselines3s_in_learning_and_acting():
+    """use_expln (RL Zoo's MountainCarContinuous): sigma = exp(log sigma) up to 0, log1p(log sigma) + 1 above
+    (Stable-Baselines3's StateDependentNoiseDistribution.get_std), in the log-probabilities and in the matrices
+    the envs act with."""
+    from scipy.stats import norm
+
+    agent = sde_agent(use_expln=True)
+    log_sigma = np.random.default_rng(4).uniform(-1.0, 2.0, agent.actor.sde_log_std.shape).astype(np.float32)
+    agent.actor.sde_log_std.assign(log_sigma)
+    log_sigma = log_sigma.astype(np.float64)
+    sigma = np.where(log_sigma <= 0, np.exp(log_sigma), np.log1p(np.maximum(log_sigma, 0) + 1e-6) + 1)
+    assert (log_sigma > 0).any() and (log_sigma <= 0).any()
+    observations = np.random.default_rng(2).normal(size=(5, 8)).astype(np.float32)
+    noise = np.random.default_rng(3).normal(size=log_sigma.shape).astype(np.float32)
+    actions, log_probs = agent.squashed_gaussian(tf.constant(observations), tf.constant(noise))
+    mean, features = (output.numpy().astype(np.float64) for output in agent.actor(observations))
+    u = np.clip(mean, -2, 2) + features @ (sigma * noise)
+    std = np.sqrt(features ** 2 @ sigma ** 2 + 1e-6)
+    expected = (norm.logpdf(u, np.clip(mean, -2, 2), std) - np.log(1 - np.tanh(u) ** 2)).sum(-1)
+    np.testing.assert_allclose(actions, np.tanh(u), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(log_probs, expected, rtol=1e-4)
+    agent.sde.noise(features[:1].astype(np.float32), agent.actor.sde_log_std.numpy(), np.random.default_rng(0))
+    draws = [agent.sde.matrices[0]]
+    for seed in range(1, 4000):
+        agent.sde.reset()
+        agent.sde.noise(features[:1].astype(np.float32), agent.actor.sde_log_std.numpy(), np.random.default_rng(seed))
+        draws.append(agent.sde.matrices[0])
+    np.testing.assert_allclose(np.std(draws, axis=0), sigma, rtol=0.08)
+    with pytest.raises(ValueError, match='use_expln shapes the noise of use_sde: give use_sde too'):
+        SAC.from_env('Pendulum-v1', use_expln=True, quiet=True)
+
+
+def test_sde_features_are_trained_through_the_noise():
+    """Stable-Baselines3's SAC learns gSDE's features (``learn_features=True``). The means head here is zero,
+    so only the noise ``f(s) E`` ties the actions to the hidden layer: d sum tanh(u) / dW[i, j] =
+    sum_b (1 - tanh(u_b)^2) x_bi [h_bj > 0] E_j, worked out with NumPy (zero if the features got no gradient)."""
+    x = tf.keras.Input((3,))
+    hidden = tf.keras.layers.Dense(4, activation='relu')
+    means = tf.keras.layers.Dense(1, kernel_initializer='zeros')
+    features = hidden(x)
+    agent = SAC(create_envs('Pendulum-v1'), tf.keras.Model(x, [means(features), features]), use_sde=True,
+                buffer_initial_size=256, quiet=True)
+    observations = np.random.default_rng(6).normal(size=(5, 3)).astype(np.float32)
+    noise = np.random.default_rng(7).normal(size=(4, 1)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        actions, _ = agent.squashed_gaussian(tf.constant(observations), tf.constant(noise))
+        total = tf.reduce_sum(actions)
+    gradient = tape.gradient(total, hidden.kernel).numpy()
+    kernel, bias = (weight.numpy().astype(np.float64) for weight in hidden.weights)
+    active = (observations @ kernel + bias > 0).astype(np.float64)  # (5, 4)
+    exploration = np.exp(-3.0) * noise[:, 0].astype(np.float64)  # E = sigma n, log_std_init -3
+    u = np.maximum(observations @ kernel + bias, 0) @ exploration + means.bias.numpy()[0]
+    expected = observations.T @ ((1 - np.tanh(u) ** 2)[:, None] * active * exploration)
+    assert np.abs(expected).max() > 1e-3
+    np.testing.assert_allclose(gradient, expected, rtol=1e-4, atol=1e-7)
+
+
 def test_sde_acting_noise_has_the_distribution_the_updates_assume():
     """Many envs in one state: their actions before tanh spread as N(mean, f(s)^2 sigma^2)."""
     agent = sde_agent()

@@ -160,6 +160,6 @@ def test_checkpoints_hold_actor_and_critic(tmp_path):
 
 
 def test_learns_cartpole():
-    agent = TRPO.from_env('CartPole-v1', seed=0, quiet=True)  # tuned defaults: 8 envs x 512 steps
+    agent = TRPO.from_env('CartPole-v1', seed=0, quiet=True)  # tuned defaults: 2 envs x 512 steps
     run = agent.fit(target_reward=250, max_steps=70_000)  # a random policy scores ~22
     assert run.mean_reward >= 250

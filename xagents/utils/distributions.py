@@ -109,16 +109,35 @@ class StateDependentNoise:
 
     EPSILON = 1e-6  # added to the variance, as Stable-Baselines3 does
 
-    def __init__(self, sample_freq: int | None = None) -> None:
-        self.sample_freq = sample_freq
+    def __init__(self, sample_freq: int | None = None, expln: bool = False) -> None:
+        self.sample_freq, self.expln = sample_freq, expln
         self.matrices: np.ndarray | None = None  # (envs, F, d), drawn when acting
         self.steps_held = 0
 
     @classmethod
-    def log_std(cls, features: tf.Tensor, log_sigma: tf.Tensor) -> tf.Tensor:
-        """Per-sample ``log std`` ``(B, d)`` of the actions (graph mode; the features get no gradient)."""
-        features = tf.stop_gradient(features)
-        return 0.5 * tf.math.log(tf.matmul(features ** 2, tf.exp(2.0 * log_sigma)) + cls.EPSILON)
+    def sigma(cls, log_sigma: tf.Tensor, expln: bool = False) -> tf.Tensor:
+        """``sigma`` from its learned log (graph mode): ``exp``, or with ``expln`` (Stable-Baselines3's
+        ``use_expln``) ``exp`` up to 0 and ``log1p(log sigma) + 1`` above, so that sigma grows slowly past 1."""
+        if not expln:
+            return tf.exp(log_sigma)
+        return tf.where(log_sigma <= 0, tf.exp(tf.minimum(log_sigma, 0.0)),
+                        tf.math.log1p(tf.maximum(log_sigma, 0.0) + cls.EPSILON) + 1.0)
+
+    @classmethod
+    def sigma_np(cls, log_sigma: np.ndarray, expln: bool = False) -> np.ndarray:
+        if not expln:
+            return np.exp(log_sigma)
+        return np.where(log_sigma <= 0, np.exp(np.minimum(log_sigma, 0.0)),
+                        np.log1p(np.maximum(log_sigma, 0.0) + cls.EPSILON) + 1.0).astype(log_sigma.dtype)
+
+    @classmethod
+    def log_std(cls, features: tf.Tensor, log_sigma: tf.Tensor, learn_features: bool = False,
+                expln: bool = False) -> tf.Tensor:
+        """Per-sample ``log std`` ``(B, d)`` of the actions (graph mode). The features get gradients only
+        with ``learn_features`` (Stable-Baselines3's SAC learns them, its PPO and A2C do not)."""
+        if not learn_features:
+            features = tf.stop_gradient(features)
+        return 0.5 * tf.math.log(tf.matmul(features ** 2, cls.sigma(log_sigma, expln) ** 2) + cls.EPSILON)
 
     @classmethod
     def log_std_np(cls, features: np.ndarray, log_sigma: np.ndarray) -> np.ndarray:
@@ -128,7 +147,7 @@ class StateDependentNoise:
         """``f(s) E`` ``(B, d)`` with each env's held matrix, drawing new ones when they are due."""
         if (self.matrices is None or len(self.matrices) != len(features)
                 or self.sample_freq and self.steps_held % self.sample_freq == 0):
-            sigma = np.exp(log_sigma)
+            sigma = self.sigma_np(log_sigma, self.expln)
             self.matrices = sigma * rng.standard_normal((len(features),) + sigma.shape, dtype=np.float32)
             self.steps_held = 0
         self.steps_held += 1
