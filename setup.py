@@ -4,7 +4,7 @@ from pathlib import Path
 from setuptools import find_packages, setup
 
 here = Path(__file__).parent
-version = re.search(r"__version__ = '([^']+)'", (here / 'xagents' / '__init__.py').read_text()).group(1)
+version = re.search(r"__version__ = '([^']+)'", (here / 'xagents' / 'version.py').read_text()).group(1)
 
 
 def requirements(extra: str | None = None) -> list[str]:

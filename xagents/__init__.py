@@ -1,5 +1,5 @@
 """xagents: deep reinforcement learning agents on TensorFlow 2, from Python or one command."""
-__version__ = '2.0.0'
+from xagents.version import __version__  # noqa: F401
 
 from xagents.registry import AGENTS as _AGENTS  # noqa: E402
 

@@ -19,7 +19,7 @@ ALGORITHMS = sorted({entry.partition(':')[0].rsplit('.', 1)[0] for entry in AGEN
 # Each layer imports only from its own and the ones before it: helpers, a run's machinery, the agents' core,
 # the algorithms, the registry of algorithms, the application (commands). Deprecated re-exports sit with
 # what they re-export.
-LAYERS = [['xagents.utils'], ['xagents.training', 'xagents.callbacks'], ['xagents.agent', 'xagents.base'],
+LAYERS = [['xagents.utils', 'xagents.version'], ['xagents.training', 'xagents.callbacks'], ['xagents.agent', 'xagents.base'],
           ALGORITHMS, ['xagents.registry'], ['xagents.app', 'xagents.__main__', 'xagents']]
 
 

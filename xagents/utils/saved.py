@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from xagents import __version__
+from xagents.version import __version__
 from xagents.utils.atomic import atomic_write, stale_temporaries
 from xagents.utils.envs import ENV_PARAMETERS
 from xagents.utils.readback import check_fields, damaged, read_json

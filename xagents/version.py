@@ -1,0 +1,2 @@
+"""This xagents' version, importable from every layer (saved manifests record it)."""
+__version__ = '2.0.0'
