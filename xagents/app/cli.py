@@ -415,9 +415,23 @@ def main(argv: list[str] | None = None) -> None:
         run_command(argv)
     except KeyboardInterrupt:  # Ctrl-C before training started (loading TensorFlow, building envs)
         fail('xagents: interrupted', 130)
+    except Exception as error:
+        if not interrupted(error):
+            raise
+        fail('xagents: interrupted', 130)
     except BrokenPipeError:  # output piped into a program that stopped reading (| head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1)
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` comes from a Ctrl-C: one that lands in a C extension's initialisation (TensorFlow's, while
+    it loads) surfaces as that module's ImportError, caused by the KeyboardInterrupt."""
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def run_command(argv: list[str]) -> None:

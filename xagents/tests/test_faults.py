@@ -169,13 +169,36 @@ def test_a_terminated_run_says_which_files_it_wrote_and_which_it_did_not(workdir
     assert not os.path.exists('w.tf') and not os.path.exists('h.parquet')
 
 
-def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command):
+@pytest.mark.parametrize('after', [0.5, 1.0, 1.5])
+def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command, after):
     process = subprocess.Popen(xagents_command + ['train', 'ppo', *QUICK], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
-    time.sleep(1.0)  # loading TensorFlow
+    time.sleep(after)  # loading TensorFlow
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130 and len(err.splitlines()) == 1 and err.endswith('interrupted\n'), err
+
+
+def test_a_ctrl_c_inside_an_extensions_initialisation_counts_as_an_interruption():
+    """Ctrl-C while TensorFlow's C++ extensions initialise reaches Python as their ImportError, caused by the
+    KeyboardInterrupt: the command line says 'interrupted' (status 130), not the ImportError's traceback."""
+    from xagents.app.cli import interrupted
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise ImportError('initialization failed') from interrupt
+    except ImportError as error:
+        assert interrupted(error)
+    assert not interrupted(ImportError('initialization failed'))
+    try:
+        try:
+            raise ValueError('a real problem')
+        except ValueError:
+            raise ImportError('no module named x')  # (context, not an interruption)
+    except ImportError as error:
+        assert not interrupted(error)
 
 
 def test_a_write_that_fails_during_training_ends_with_one_line_status_1_and_keeps_the_files(workdir,
