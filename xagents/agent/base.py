@@ -35,7 +35,7 @@ from xagents.utils.models import Forward, Output, build_model, check_model, is_i
 from xagents.utils.names import unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
-from xagents.utils.spaces import agents_taking
+from xagents.utils.spaces import agents_taking, one_line
 from xagents.utils.streams import ACTING, random_stream
 from xagents.utils.validation import RENAMED, validated
 
@@ -98,7 +98,7 @@ class BaseAgent(EnvStepping, WorkerSide):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
             raise ValueError(
                 f'{type(self).__name__} supports {supported} action spaces, '
-                f'got {envs.single_action_space} ({agents_taking(envs.single_action_space)})'
+                f'got {one_line(envs.single_action_space)} ({agents_taking(envs.single_action_space)})'
             )
         self.envs = envs
         self.workers = workers

@@ -12,6 +12,11 @@ ACTION_SPACE_AGENTS = {  # action space: the agents (class names) that take it
 }
 
 
+def one_line(space: gym.Space) -> str:
+    """``str(space)`` on one line (NumPy prints a 2-D ``nvec`` on several): ``MultiDiscrete([[2 3] [4 2]])``."""
+    return ' '.join(str(space).split())
+
+
 def agents_taking(space: gym.Space) -> str:
     """Which agents take ``space`` as their action space, as the end of a refusal: ``MultiDiscrete actions: PPO,
     A2C, TRPO`` (or that none does)."""
