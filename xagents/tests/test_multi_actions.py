@@ -248,7 +248,7 @@ def test_the_command_line_refuses_in_one_line(xagents_cli):
 
 
 # ------------------------------------------------------------------------------------------- learning
-@pytest.mark.parametrize('cls, steps', [(PPO, 20_000), (A2C, 30_000)])
+@pytest.mark.parametrize('cls, steps', [(PPO, 20_000), (A2C, 30_000), (TRPO, 20_000)])
 def test_learns_the_optimum_of_simultaneous_choices(cls, steps):
     """MatchTargets: 3 choices of 3 options, 10 steps; the optimum scores 10, choosing at random 3.3."""
     agent = cls.from_env(MATCH, env_kwargs={'start': START}, seed=0, quiet=True)
