@@ -35,6 +35,7 @@ from xagents.utils.models import Forward, Output, build_model, check_model, is_i
 from xagents.utils.names import unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
+from xagents.utils.spaces import agents_taking, one_line
 from xagents.utils.streams import ACTING, random_stream
 from xagents.utils.validation import RENAMED, validated
 
@@ -97,7 +98,7 @@ class BaseAgent(EnvStepping, WorkerSide):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
             raise ValueError(
                 f'{type(self).__name__} supports {supported} action spaces, '
-                f'got {envs.single_action_space}'
+                f'got {one_line(envs.single_action_space)} ({agents_taking(envs.single_action_space)})'
             )
         self.envs = envs
         self.workers = workers
@@ -416,6 +417,10 @@ class BaseAgent(EnvStepping, WorkerSide):
         space = self.envs.single_action_space
         if isinstance(space, gym.spaces.Discrete):
             return tf.cast(actions, tf.int64) + int(space.start)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return tf.reshape(tf.cast(actions, tf.int64) + space.start.ravel().astype(np.int64), (-1, *space.shape))
+        if isinstance(space, gym.spaces.MultiBinary):
+            return tf.reshape(tf.cast(actions, tf.int64), (-1, *space.shape))
         return actions
 
     @validated
@@ -439,11 +444,16 @@ class BaseAgent(EnvStepping, WorkerSide):
         """The agent's actions as the env takes them; the one place they are converted.
 
         Discrete actions are indices from 0 inside every agent and shifted by the space's
-        ``start`` here; subclasses convert Box actions (clipped or scaled to the bounds).
+        ``start`` here; MultiDiscrete and MultiBinary ones are flat ``(B, k)`` choices from 0, shifted by
+        ``start`` and shaped as the space here; subclasses convert Box actions (clipped or scaled to the bounds).
         """
         space = self.envs.single_action_space
         if isinstance(space, gym.spaces.Discrete) and space.start:
             return actions + space.start
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return (actions + space.start.ravel()).reshape((len(actions), *space.shape)).astype(space.dtype)
+        if isinstance(space, gym.spaces.MultiBinary):
+            return actions.reshape((len(actions), *space.shape)).astype(space.dtype)
         return actions
 
     def train_once(self) -> dict[str, float]:
@@ -565,7 +575,12 @@ class BaseAgent(EnvStepping, WorkerSide):
 
 
 def flat_actions(space: gym.Space) -> gym.Space:
-    """The action space as agents store it: a Box flattened to a vector, anything else as it is."""
+    """The action space as agents store it: a Box flattened to a vector, MultiDiscrete and MultiBinary flattened
+    to ``k`` choices from 0, anything else as it is."""
     if isinstance(space, gym.spaces.Box):
         return gym.spaces.Box(space.low.ravel(), space.high.ravel(), dtype=space.dtype)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return gym.spaces.MultiDiscrete(space.nvec.ravel(), dtype=space.dtype)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return gym.spaces.MultiBinary(int(np.prod(space.shape)))
     return space

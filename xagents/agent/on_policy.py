@@ -21,7 +21,11 @@ class OnPolicy(BaseAgent):
     Acting runs in NumPy on a copy of the weights when the model is a small MLP (a graph call
     costs more than the whole forward pass), otherwise in one ``tf.function`` per vector step.
     Truncated episodes are bootstrapped: ``gamma * V(final observation)`` joins the last reward.
+    Actions may be Discrete, Box, MultiDiscrete (independent categoricals, one per sub-space) or
+    MultiBinary (independent Bernoullis, one per bit); see :func:`xagents.utils.distributions.distribution_for`.
     """
+
+    supported_action_spaces = (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
 
     def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
                  normalize_rewards: bool = False, log_std_init: float = 0.0, use_sde: bool = False,
@@ -138,7 +142,7 @@ class OnPolicy(BaseAgent):
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         params = tf.nest.flatten(self.models[self.model_roles[0]](observations))[0]  # (the means with gSDE)
-        return params if isinstance(self.distribution, DiagGaussian) else tf.argmax(params, -1)
+        return self.distribution.mode(params)
 
     def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
         if isinstance(self.distribution, DiagGaussian):

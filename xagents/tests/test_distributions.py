@@ -89,5 +89,5 @@ def test_graph_mode_gives_the_same_values():
 def test_distribution_for_refuses_other_spaces():
     assert isinstance(distribution_for(gym.spaces.Discrete(3)), Categorical)
     assert isinstance(distribution_for(gym.spaces.Box(-1, 1, (2,))), DiagGaussian)
-    with pytest.raises(ValueError, match='expected a Discrete or Box action space'):
-        distribution_for(gym.spaces.MultiBinary(3))
+    with pytest.raises(ValueError, match='expected a Discrete, Box, MultiDiscrete or MultiBinary action space'):
+        distribution_for(gym.spaces.Tuple([gym.spaces.Discrete(2)]))

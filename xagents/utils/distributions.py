@@ -11,6 +11,7 @@ import math
 
 import gymnasium as gym
 import numpy as np
+from xagents.utils.multi_distributions import MultiBernoulli, MultiCategorical
 from xagents.utils.quiet_tensorflow import tf
 
 LOG_2PI = math.log(2 * math.pi)
@@ -48,6 +49,10 @@ class Categorical:
         """KL(old || new) per sample."""
         old_log_probs = tf.nn.log_softmax(old_logits)
         return tf.reduce_sum(tf.exp(old_log_probs) * (old_log_probs - tf.nn.log_softmax(logits)), -1)
+
+    def mode(self, logits: tf.Tensor) -> tf.Tensor:
+        """The most likely action (graph mode)."""
+        return tf.argmax(logits, -1)
 
 
 class DiagGaussian:
@@ -89,6 +94,10 @@ class DiagGaussian:
         old_var, var = tf.exp(2 * old_log_std), tf.exp(2 * log_std)
         terms = log_std - old_log_std + (old_var + (old_mean - mean) ** 2) / (2 * var) - 0.5
         return tf.reduce_sum(terms, -1)
+
+    def mode(self, mean: tf.Tensor) -> tf.Tensor:
+        """The most likely action: the mean (graph mode)."""
+        return mean
 
     def clip(self, actions: np.ndarray) -> np.ndarray:
         """``(B, dim)`` sampled actions as the env takes them: clipped to the bounds, in the space's shape."""
@@ -158,10 +167,14 @@ class StateDependentNoise:
         self.matrices = None
 
 
-def distribution_for(space: gym.Space) -> Categorical | DiagGaussian:
-    """The action distribution of a Discrete or Box action space."""
+def distribution_for(space: gym.Space) -> Categorical | DiagGaussian | MultiCategorical | MultiBernoulli:
+    """The action distribution of a Discrete, Box, MultiDiscrete or MultiBinary action space."""
     if isinstance(space, gym.spaces.Discrete):
         return Categorical(space)
     if isinstance(space, gym.spaces.Box):
         return DiagGaussian(space)
-    raise ValueError(f'expected a Discrete or Box action space, got {space}')
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return MultiCategorical(space)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return MultiBernoulli(space)
+    raise ValueError(f'expected a Discrete, Box, MultiDiscrete or MultiBinary action space, got {space}')

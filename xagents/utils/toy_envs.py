@@ -1,0 +1,88 @@
+"""Small envs whose optimum is known, for checking that an agent learns a kind of action space (as
+Stable-Baselines3's ``IdentityEnvMultiDiscrete``). Importing this module registers them::
+
+    xagents train ppo --env xagents.utils.toy_envs:MatchTargets-v0
+    xagents train ppo --env xagents.utils.toy_envs:MatchTargets-v0 --env-kwargs '{"action_type": "discrete"}'
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+
+ACTION_TYPES = ('multi_discrete', 'discrete', 'multi_binary')
+
+
+class MatchTargets(gym.Env):
+    """Several choices at once, each with a target shown in the observation: the reward is the fraction of choices
+    that hit their target.
+
+    Each step draws a new target per choice ``i`` in ``[0, nvec[i])`` and shows them one-hot, concatenated
+    (``sum(nvec)`` floats); the next step's reward is the fraction of choices equal to their target (shifted
+    by ``start``). Episodes end after ``length`` steps, so the optimum scores ``length`` and choosing at
+    random ``length * mean(1 / nvec)``. Each choice depends only on its own part of the observation, which a
+    policy of independent choices can represent exactly.
+
+    Args:
+        nvec: Number of options of each choice.
+        length: Steps per episode.
+        action_type: ``multi_discrete`` (``MultiDiscrete(nvec, start=start)``), ``discrete`` (the same choices
+            flattened to ``Discrete(prod(nvec))``, in ``np.ravel_multi_index`` order: the control) or
+            ``multi_binary`` (``MultiBinary(len(nvec))``, every ``nvec[i]`` must be 2).
+        start: Smallest value of each choice (``multi_discrete`` only).
+
+    Raises:
+        ValueError: an action outside the action space (an agent must send env-ready actions).
+    """
+
+    metadata = {'render_modes': []}
+
+    def __init__(self, nvec: Sequence[int] = (3, 3, 3), length: int = 10, action_type: str = 'multi_discrete',
+                 start: Sequence[int] | None = None, render_mode: str | None = None) -> None:
+        if action_type not in ACTION_TYPES:
+            raise ValueError(f'expected action_type {", ".join(ACTION_TYPES)}, got {action_type!r}')
+        self.nvec, self.length, self.action_type = np.asarray(nvec, np.int64), length, action_type
+        self.start = np.zeros_like(self.nvec) if start is None else np.asarray(start, np.int64)
+        if action_type == 'multi_binary' and (self.nvec != 2).any():
+            raise ValueError(f'expected nvec of 2s for multi_binary, got {list(nvec)}')
+        if action_type != 'multi_discrete' and self.start.any():
+            raise ValueError(f'start is for multi_discrete actions, got {action_type!r}')
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (int(self.nvec.sum()),), np.float32)
+        self.action_space = {
+            'multi_discrete': lambda: gym.spaces.MultiDiscrete(self.nvec, start=self.start),
+            'discrete': lambda: gym.spaces.Discrete(int(np.prod(self.nvec))),
+            'multi_binary': lambda: gym.spaces.MultiBinary(len(self.nvec)),
+        }[action_type]()
+        self.offsets = np.concatenate([[0], np.cumsum(self.nvec)[:-1]])
+        self.targets, self.t = np.zeros_like(self.nvec), 0
+
+    @property
+    def optimum(self) -> float:
+        """The best episode score."""
+        return float(self.length)
+
+    def observe(self) -> np.ndarray:
+        self.targets = self.np_random.integers(self.nvec)
+        observation = np.zeros(self.observation_space.shape, np.float32)
+        observation[self.offsets + self.targets] = 1.0
+        return observation
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observe(), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f'expected an action in {self.action_space}, got {action!r}')
+        if self.action_type == 'discrete':
+            choices = np.array(np.unravel_index(int(action), self.nvec))
+        else:
+            choices = np.asarray(action, np.int64) - self.start
+        reward = float(np.mean(choices == self.targets))
+        self.t += 1
+        return self.observe(), reward, self.t >= self.length, False, {}
+
+
+gym.register('MatchTargets-v0', entry_point=MatchTargets)
