@@ -347,3 +347,14 @@ def test_observation_keys_picks_keys_and_refuses_unknown_ones():
         PPO.from_env('Sensors-v0', observation_keys=['speed'])
     with pytest.raises(ValueError, match='observation_keys picks keys of Dict observations'):
         PPO.from_env('CartPole-v1', observation_keys=['x'])
+
+
+@pytest.mark.parametrize('agent_class', [DQN], ids=lambda agent_class: agent_class.__name__)
+def test_ray_workers_collect_dict_observations(agent_class):
+    pytest.importorskip('ray')
+    env = 'xagents.tests.test_dict_observations:Sensors-v0'  # workers import the module that registers it
+    agent = agent_class.from_env(env, n_envs=2, workers=2, seed=0, quiet=True, **SMALL[agent_class])
+    run = agent.fit(max_steps=128)
+    assert agent.steps >= 128 and run.history is not None
+    if agent_class is DQN:
+        assert agent.buffer.steps >= 64
