@@ -10,7 +10,7 @@ from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO
 from xagents.utils.buffer_state import buffer_state, restore_buffer_state
 from xagents.utils.buffers import ReplayBuffer
 from xagents.utils.envs import EnvError
-from xagents.utils.models import CfgError, Output, build_model
+from xagents.utils.models import CfgError, NumpyForward, Output, build_model
 from xagents.utils.observations import DictObservations
 from xagents.utils.quiet_tensorflow import tf
 
@@ -117,6 +117,21 @@ def test_small_images_are_flattened_since_the_nature_cnn_does_not_fit_them():
     assert not layers_of(model, tf.keras.layers.Conv2D)
     concatenated = layers_of(model, tf.keras.layers.Concatenate)[0]
     assert sorted(int(tensor.shape[-1]) for tensor in concatenated.input) == [3, 3, 36]
+
+
+@pytest.mark.parametrize('cfg', ['', '[rescaling-1]\ninput=camera\nscale=25.5\n\n[flatten-1]\ninput=camera\n\n'])
+def test_flattened_and_scaled_keys_act_in_numpy_as_in_keras(tmp_path, cfg):
+    """Encoders that only flatten and scale make the concatenation the packed vector times a scale per entry:
+    acting then runs in NumPy (and updates under XLA), as for a Box MLP."""
+    path = tmp_path / 'scaled.cfg'
+    path.write_text(cfg + '[dense-1]\nunits=16\nactivation=tanh\n\n[dense-2]\noutput=1\n\n[dense-3]\nunits=1\noutput=1\n')
+    model = build_model(str(path), space(), [Output('policy', 2), Output('value', 1)])
+    assert NumpyForward.supports(model)
+    packed = DictObservations.of(space()).pack(samples(5))
+    for mine, keras in zip(NumpyForward(model)(packed), model(packed)):
+        np.testing.assert_allclose(mine, keras.numpy(), rtol=1e-5, atol=1e-6)
+    big = build_model(_packaged_ann(), gym.make('BigSensors-v0').observation_space, [Output('q', 2), Output('v', 1)])
+    assert not NumpyForward.supports(big)  # a Nature CNN: acting runs the Keras model
 
 
 def test_a_cfg_gives_a_key_its_own_layers(tmp_path):
@@ -358,3 +373,15 @@ def test_ray_workers_collect_dict_observations(agent_class):
     assert agent.steps >= 128 and run.history is not None
     if agent_class is DQN:
         assert agent.buffer.steps >= 64
+
+
+@pytest.mark.parametrize('agent_class, env, settings, steps', [
+    (DQN, 'Sensors-v0', {'buffer_initial_size': 200, 'buffer_batch_size': 32, 'update_every': 2, 'lr': 1e-3,
+                         'epsilon_decay_steps': 2000, 'target_update_interval': 100}, 4000),
+], ids=['DQN'])
+def test_off_policy_agents_learn_which_action_a_discrete_key_asks_for(agent_class, env, settings, steps):
+    """The reward is 1 when the action matches the ``mode`` key's parity: random actions score 4 of 8 per episode,
+    and only reading that key through its one-hot encoder (stored in replay by index) gets near 8."""
+    agent = agent_class.from_env(env, n_envs=2, seed=0, quiet=True, **settings)
+    agent.fit(max_steps=steps)
+    assert agent.evaluate(20).returns.mean() >= 7.5

@@ -68,6 +68,7 @@ class LayerGraph:
     branches: list[list]
     features: bool = False  # the model also outputs what its first head takes (gSDE's features)
     flatten_input: bool = False  # non-image observations of rank > 1 enter dense layers flattened
+    input_scale: np.ndarray | None = None  # packed Dict observations whose encoders only scale: per entry
 
 
 def is_image_space(space) -> bool:
@@ -263,8 +264,9 @@ def build_model(
                    'use fewer units or filters')
 
     if keys is not None:
-        x = _encoded(path, keys, encoders, x, fits)
-        graph = None  # split inputs: acting runs the Keras model (see Forward)
+        x, graph.input_scale = _encoded(path, keys, encoders, x, fits)
+        if graph.input_scale is None:  # a CNN or dense layers per key: acting runs the Keras model (see Forward)
+            graph = None
     for section in trunk:
         flat = _check_fits(section, flat)
         fits(section, section.get('units', int), x)
@@ -314,8 +316,12 @@ def default_encoder(key: Key) -> str:
     return 'one-hot' if key.kind == 'discrete' else 'flatten'
 
 
-def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed, fits: Callable) -> tf.Tensor:
-    """Every key of packed Dict observations through its encoder, concatenated (float32, flat)."""
+def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed, fits: Callable
+             ) -> tuple[tf.Tensor, np.ndarray | None]:
+    """Every key of packed Dict observations through its encoder, concatenated (float32, flat); and when
+    every encoder only flattens and scales, what that does to each packed entry (the concatenation is then
+    the packed vector times it, which :class:`NumpyForward` computes without the layers)."""
+    scale = np.ones(keys.size, np.float32)
     by_key: dict[str, list[_Section]] = {}
     for section in sections:
         name = section.items['input']
@@ -325,10 +331,13 @@ def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed
     features = []
     for key in keys.keys:
         x = tf.keras.layers.Reshape(key.shape, name=f'{key.name}_input')(packed[:, key.offset:key.offset + key.size])
+        entries = slice(key.offset, key.offset + key.size)
         if key.kind == 'image':
             x = tf.keras.layers.Rescaling(1 / 255)(x)
+            scale[entries] /= 255
         own = by_key.get(key.name)
         if own is None and default_encoder(key) == 'nature-cnn':
+            scale = None
             for filters, size, stride in NATURE_CNN:
                 x = tf.keras.layers.Conv2D(filters, size, stride, activation='relu',
                                            kernel_initializer=tf.keras.initializers.Orthogonal(np.sqrt(2)))(x)
@@ -341,14 +350,19 @@ def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed
                 raise section.error('input', f'convolutional layers need an image key, {key.name!r} is {key.space}')
             flat = _check_fits(section, flat)
             fits(section, section.get('units', int), x)
-            x = _make_layer(section, section.get('units', int))(x)
+            layer = _make_layer(section, section.get('units', int))
+            if isinstance(layer, tf.keras.layers.Rescaling) and scale is not None:
+                scale[entries] *= layer.scale
+            elif not isinstance(layer, tf.keras.layers.Flatten):
+                scale = None
+            x = layer(x)
         if len(x.shape) > 2:
             if own and not flat:
                 raise own[-1].error(None, f'the layers of {key.name!r} must end flat: add a [flatten-N] section '
                                           f'with input={key.name}')
             x = tf.keras.layers.Flatten()(x)
         features.append(x)
-    return features[0] if len(features) == 1 else tf.keras.layers.Concatenate()(features)
+    return features[0] if len(features) == 1 else tf.keras.layers.Concatenate()(features), scale
 
 
 def check_model(model: tf.keras.Model, observation_space, outputs: Sequence[Output], features: bool, owner: str) -> None:
@@ -387,7 +401,8 @@ class NumpyForward:
     def __init__(self, model: tf.keras.Model) -> None:
         self.model = model
         self.graph: LayerGraph = model.layer_graph
-        self.scale = 1 / 255 if model.inputs[0].dtype == 'uint8' else None
+        self.scale = self.graph.input_scale if self.graph.input_scale is not None else (
+            1 / 255 if model.inputs[0].dtype == 'uint8' else None)
         self.params: list[tuple[np.ndarray, np.ndarray, Callable]] = []
         self.refresh()
 
@@ -417,7 +432,7 @@ class NumpyForward:
         x = np.asarray(observations, np.float32)  # no copy for float32 input
         if self.graph.flatten_input:
             x = x.reshape(len(x), -1)
-        if self.scale:
+        if self.scale is not None:
             x = x * self.scale
         for kernel, bias, activation in self.trunk:
             x = activation(x @ kernel + bias)
