@@ -9,7 +9,7 @@ import pytest
 from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO
 from xagents.utils.buffer_state import buffer_state, restore_buffer_state
 from xagents.utils.buffers import ReplayBuffer
-from xagents.utils.envs import EnvError
+from xagents.utils.envs import EnvError, create_envs
 from xagents.utils.models import CfgError, NumpyForward, Output, build_model
 from xagents.utils.observations import DictObservations
 from xagents.utils.quiet_tensorflow import tf
@@ -385,3 +385,33 @@ def test_off_policy_agents_learn_which_action_a_discrete_key_asks_for(agent_clas
     agent = agent_class.from_env(env, n_envs=2, seed=0, quiet=True, **settings)
     agent.fit(max_steps=steps)
     assert agent.evaluate(20).returns.mean() >= 7.5
+
+
+class DictCartPole(gym.ObservationWrapper):
+    """CartPole-v1 observing ``{'cart': (x, x'), 'pole': (theta, theta')}``: packed, the Box's own vector."""
+
+    def __init__(self, render_mode=None):
+        super().__init__(gym.make('CartPole-v1', render_mode=render_mode))
+        low, high = self.env.observation_space.low, self.env.observation_space.high
+        self.observation_space = gym.spaces.Dict({'cart': gym.spaces.Box(low[:2], high[:2]),
+                                                  'pole': gym.spaces.Box(low[2:], high[2:])})
+
+    def observation(self, observation):
+        return {'cart': observation[:2], 'pole': observation[2:]}
+
+
+gym.register('DictCartPole-v1', entry_point=DictCartPole, max_episode_steps=500)
+
+
+@pytest.mark.parametrize('agent_class', [PPO, DQN], ids=lambda agent_class: agent_class.__name__)
+def test_a_dict_of_vector_keys_learns_exactly_as_the_box_it_splits(agent_class):
+    """Flattened keys concatenate to the packed vector, which is the Box's vector here: same seed, same
+    weights after training, with observation normalisation (per key) too."""
+    weights = []
+    for env in ('CartPole-v1', 'DictCartPole-v1'):  # (no presets: the same hyperparameters for both)
+        agent = agent_class(create_envs(env, n_envs=2, seed=0), seed=0, normalize_observations=True,
+                            **SMALL[agent_class])
+        agent.fit(max_steps=128, quiet=True)
+        weights.append(agent.models[agent.model_roles[0]].get_weights())
+    for box, packed in zip(*weights):
+        np.testing.assert_allclose(packed, box, rtol=1e-5, atol=1e-6)
