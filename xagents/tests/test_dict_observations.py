@@ -285,6 +285,27 @@ def test_save_and_load_keep_the_policy_and_statistics(trained, tmp_path):
     assert loaded.evaluate(2).returns.shape == (2,)
 
 
+def test_play_and_resume_on_dict_observations(trained, tmp_path):
+    games = trained.play(episodes=2, seed=1)
+    assert len(games.returns) == 2 and (games.lengths == 8).all()
+    trained.save(str(tmp_path / 'resume'))
+    resumed = PPO.load(str(tmp_path / 'resume'))
+    steps = resumed.steps
+    resumed.fit(max_steps=32, quiet=True)
+    assert resumed.steps == steps + 32
+
+
+def test_a_saved_replay_buffer_of_dict_observations_comes_back_per_key(tmp_path):
+    agent = DQN.from_env('Sensors-v0', n_envs=2, seed=0, quiet=True, **SMALL[DQN])
+    agent.fit(max_steps=64)
+    agent.save(str(tmp_path / 'dqn'), include_buffer=True)
+    loaded = DQN.load(str(tmp_path / 'dqn'))
+    assert loaded.buffer.steps == agent.buffer.steps == 64
+    for name, part in agent.buffer._store.parts.items():
+        np.testing.assert_array_equal(loaded.buffer._store.parts[name].data, part.data)
+    assert loaded.buffer._store.parts['camera'].data.dtype == np.uint8
+
+
 # ------------------------------------------------------------------------------------------- every agent
 @pytest.mark.parametrize('agent_class', list(SMALL), ids=lambda agent_class: agent_class.__name__)
 def test_every_agent_trains_on_dict_observations(agent_class):
