@@ -353,7 +353,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         raise NotImplementedError
 
     @validated
-    def predict(self, observation: np.ndarray, deterministic: bool = True) -> np.ndarray:
+    def predict(self, observation: np.ndarray | dict, deterministic: bool = True) -> np.ndarray:
         """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
         ``predict``), with the observation normalisation and action scaling of training; nothing learns.
         Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training;

@@ -27,7 +27,7 @@ import numpy as np
 from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.memory import check_fits
-from xagents.utils.observations import DictObservations, Key
+from xagents.utils.observations import DictObservations, Key, is_image
 
 LAYER_KEYS = {
     'dense': {'units', 'activation', 'initializer', 'gain', 'common', 'output', 'input'},
@@ -75,8 +75,7 @@ def is_image_space(space) -> bool:
     """Whether a Box holds images (what gets the CNN defaults and is never normalised): uint8 in [0, 255]
     with three dimensions, height x width x channels, as Stable-Baselines3's ``is_image_space``. Other
     observations of rank > 1 (a stack of vectors) are flattened for dense layers."""
-    return (getattr(space, "shape", None) is not None and len(space.shape) == 3 and space.dtype == np.uint8
-            and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
+    return is_image(space)
 
 
 class CfgError(ValueError):

@@ -188,7 +188,3 @@ class DictObservations:
                 values = part.reshape((n, *key.space.shape))
             result[key.name] = values.astype(key.space.dtype)
         return result
-
-    def non_finite(self, observations: Mapping[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
-        """The float keys of a batch, named for :func:`xagents.utils.envs.check_finite` (``observation['key']``)."""
-        return {f'{name}[{key.name!r}]': np.asarray(observations[key.name]) for key in self.keys}
