@@ -436,3 +436,36 @@ def test_a_dict_of_vector_keys_learns_exactly_as_the_box_it_splits(agent_class):
         weights.append(agent.models[agent.model_roles[0]].get_weights())
     for box, packed in zip(*weights):
         np.testing.assert_allclose(packed, box, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('agent_class', [PPO, DQN], ids=lambda agent_class: agent_class.__name__)
+def test_an_image_key_trains_through_the_nature_cnn_and_exports_as_predict(agent_class, tmp_path):
+    """A 40 x 40 image key gets the Nature CNN: acting runs the Keras model, the update trains the CNN, and
+    the SavedModel equals predict."""
+    from xagents.utils.export import load_exported
+
+    agent = agent_class.from_env('BigSensors-v0', n_envs=2, seed=0, quiet=True, **SMALL[agent_class])
+    model = agent.models[agent.model_roles[0]]
+    (first, *_) = layers_of(model, tf.keras.layers.Conv2D)
+    before = first.get_weights()[0].copy()
+    agent.fit(max_steps=96)
+    assert not np.array_equal(first.get_weights()[0], before)
+    big = gym.make('BigSensors-v0').observation_space
+    big.seed(0)
+    draws = [big.sample() for _ in range(5)]
+    observations = {key: np.stack([draw[key] for draw in draws]) for key in big.spaces}
+    path = agent.export(str(tmp_path / 'policy'), 'saved_model')
+    np.testing.assert_array_equal(load_exported(path)(observations), agent.predict(observations))
+
+
+def test_a_non_finite_final_observation_is_named_by_its_key():
+    class LastNaN(Sensors):
+        def step(self, action):
+            observation, reward, terminated, truncated, info = super().step(action)
+            if truncated:
+                observation['position'] = np.full(3, np.inf, np.float32)
+            return observation, reward, terminated, truncated, info
+
+    agent = PPO(vector(lambda: gym.wrappers.TimeLimit(LastNaN(), 20)), n_steps=8, seed=0)
+    with pytest.raises(EnvError, match=r"non-finite observation\['position'\]\[0\] \(inf\) in env 0 at env step 8"):
+        agent.fit(max_steps=16, quiet=True)
