@@ -110,7 +110,7 @@ class ACER(BaseAgent):
         self.average.set_weights(self.model.get_weights())
         self.optimizer = self.make_optimizer('model', RMSpropTF1(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon))
         def segment_buffer(capacity: int) -> SegmentBuffer:
-            return SegmentBuffer(capacity, n_steps, self.n_envs, envs.single_observation_space,
+            return SegmentBuffer(capacity, n_steps, self.n_envs, self.observation_space,  # (Dict ones packed)
                                  envs.single_action_space, seed=random_stream(self.seed, REPLAY),
                                  frame_stack_axis=-1 if frame_stacked(envs) else None)
 

@@ -21,6 +21,7 @@ from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.agent import persistence
 from xagents.agent.construction import constructor, with_run_defaults
+from xagents.agent.observing import Observing
 from xagents.agent.stepping import EnvStepping
 from xagents.agent.worker_side import WorkerSide
 from xagents.training.callbacks import Callback
@@ -29,7 +30,7 @@ from xagents.training.evaluation import EvaluationResult, evaluate
 from xagents.training.fit import train
 from xagents.training.run import Episode, Run
 from xagents.utils.distributions import StateDependentNoise
-from xagents.utils.envs import ENV_PARAMETERS, create_envs, one_hot_size
+from xagents.utils.envs import ENV_PARAMETERS, create_envs
 from xagents.utils.history import History
 from xagents.utils.models import Forward, Output, build_model, check_model, is_image_space
 from xagents.utils.names import unknown_parameter
@@ -42,7 +43,7 @@ from xagents.utils.validation import RENAMED, validated
 logger = logging.getLogger('xagents')
 
 
-class BaseAgent(EnvStepping, WorkerSide):
+class BaseAgent(Observing, EnvStepping, WorkerSide):
     """Base of every agent: hyperparameters, models, envs and the training loop that ``fit`` drives.
 
     Subclasses declare ``supported_action_spaces`` and ``model_roles`` (the models saved by
@@ -53,8 +54,6 @@ class BaseAgent(EnvStepping, WorkerSide):
     supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
     model_roles: tuple[str, ...] = ('model',)
     sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
-    observation_clip = 10.0  # normalised observations are clipped to +-this (VecNormalize's clip_obs)
-
     def __init_subclass__(cls, **kwargs) -> None:
         """Every agent's constructor takes renamed parameters by their old names for a release, and checks
         its arguments by kind (``xagents.utils.validation``)."""
@@ -89,11 +88,7 @@ class BaseAgent(EnvStepping, WorkerSide):
             workers: Collect experience on this many Ray workers, each with n_envs envs (the distributed
                 extra); the agent learns from workers x n_envs envs, so this sets its batch.
         """
-        if not isinstance(envs.single_observation_space, gym.spaces.Box):
-            raise ValueError(
-                f'{type(self).__name__} expects Box observations (envs made by create_envs one-hot encode '
-                f'Discrete ones), got {envs.single_observation_space}'
-            )
+        self.setup_observations(envs.single_observation_space, normalize_observations)
         if not isinstance(envs.single_action_space, self.supported_action_spaces):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
             raise ValueError(
@@ -107,13 +102,6 @@ class BaseAgent(EnvStepping, WorkerSide):
         self.gamma = gamma
         self.seed = seed
         self.run_defaults: dict = {}  # fit's settings for this agent where a call gives none (from_env's presets)
-        self.observation_stats = None
-        if normalize_observations:
-            space = envs.single_observation_space
-            if is_image_space(space):
-                raise ValueError(f'normalize_observations scales vector observations, got images shaped {space.shape} '
-                                 '(they are scaled to [0, 1] in the model)')
-            self.observation_stats = RunningMeanStd(shape=space.shape)
         if seed is not None:
             tf.keras.utils.set_random_seed(seed)
         self.rng = random_stream(seed, ACTING)
@@ -231,11 +219,18 @@ class BaseAgent(EnvStepping, WorkerSide):
         observation_space = self.envs.single_observation_space
         model = self.model_file(role, observation_space, given)
         if isinstance(model, tf.keras.Model):
+            self.check_keras_model(model, role)
             check_model(model, observation_space, outputs, features, f"{type(self).__name__}'s {role}")
         else:
             model = build_model(model, observation_space, outputs, name=role, features=features)
         self.models[role] = model
         return model
+
+    def check_keras_model(self, model: tf.keras.Model, role: str) -> None:
+        """Refuse a Keras model on Dict observations: models there take the packed vector a .cfg model splits."""
+        if self.dict_observations is not None:
+            raise ValueError(f"{type(self).__name__}'s {role}: Dict observations need a .cfg model (each key's "
+                             f'layers given with input=KEY), got a Keras model')
 
     def make_optimizer(self, role: str, optimizer: tf.keras.optimizers.Optimizer | None = None,
                        **overrides) -> tf.keras.optimizers.Optimizer:
@@ -323,20 +318,6 @@ class BaseAgent(EnvStepping, WorkerSide):
         """The normalisation statistics the agent learns with, by name; saved with its first model."""
         return {} if self.observation_stats is None else {'observation': self.observation_stats}
 
-    def normalized(self, observations: np.ndarray) -> np.ndarray:
-        """Observations as the models see them: scaled by the running statistics (frozen) when enabled."""
-        stats = self.observation_stats
-        if stats is None:
-            return observations
-        scaled = (observations - stats.mean) / np.sqrt(stats.var + 1e-8)
-        return np.clip(scaled, -self.observation_clip, self.observation_clip).astype(np.float32)
-
-    def observe(self, observations: np.ndarray) -> np.ndarray:
-        """Observations met while collecting: the running statistics take them in, then they are normalised."""
-        if self.observation_stats is not None:
-            self.observation_stats.update(observations)
-        return self.normalized(observations)
-
     def training_state(self) -> dict:
         """What changes while training besides weights and statistics, JSON-ready: random states and
         counters that decide the next update (saved by :meth:`save`)."""
@@ -373,39 +354,24 @@ class BaseAgent(EnvStepping, WorkerSide):
         raise NotImplementedError
 
     @validated
-    def predict(self, observation: np.ndarray, deterministic: bool = True) -> np.ndarray:
+    def predict(self, observation: np.ndarray | dict, deterministic: bool = True) -> np.ndarray:
         """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
         ``predict``), with the observation normalisation and action scaling of training; nothing learns.
-        Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training.
+        Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training;
+        Dict observations come as a dict of arrays, every key one observation or every key a batch.
 
         Raises:
             ValueError: the observation has neither the env's observation shape nor a batch of it.
         """
-        space = self.envs.single_observation_space
-        observations, states = np.asarray(observation), one_hot_size(space)
-        if states and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
-            observations = np.eye(states, dtype=space.dtype)[observations]  # Discrete states, one-hot as in training
-        observations = observations.astype(space.dtype, copy=False)
-        single = observations.shape == space.shape
-        if not single and observations.shape[1:] != space.shape:
-            raise ValueError(f'expected an observation shaped {space.shape} or a batch shaped (n, '
-                             f'{", ".join(map(str, space.shape))}), got shape {observations.shape}')
-        actions = self.act(observations[None] if single else observations, deterministic)
+        observations, single = self.observation_batch(observation)
+        actions = self.act(observations, deterministic)
         return actions[0] if single else actions
 
     def policy_graph(self, observations: tf.Tensor) -> tf.Tensor:
-        """Deterministic env-ready actions for a batch of raw observations, in TensorFlow ops only (what
-        :meth:`export` writes): observation normalisation, the policy's mode, action scaling."""
-        return self.env_actions_graph(self.greedy_graph(self.normalized_graph(observations)))
-
-    def normalized_graph(self, observations: tf.Tensor) -> tf.Tensor:
-        """:meth:`normalized` in graph ops, with the statistics of now as constants."""
-        stats = self.observation_stats
-        if stats is None:
-            return observations
-        scaled = (tf.cast(observations, tf.float32) - stats.mean.astype(np.float32)) / np.sqrt(
-            stats.var + 1e-8).astype(np.float32)
-        return tf.clip_by_value(scaled, -self.observation_clip, self.observation_clip)
+        """Deterministic env-ready actions for a batch of raw observations (a dict of tensors for Dict
+        observations), in TensorFlow ops only (what :meth:`export` writes): Dict packing, observation
+        normalisation, the policy's mode, action scaling."""
+        return self.env_actions_graph(self.greedy_graph(self.normalized_graph(self.encoded_graph(observations))))
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         """The policy's deterministic actions (inside the agent: indices, or ``[-1, 1]`` / raw Box

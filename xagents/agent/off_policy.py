@@ -14,6 +14,7 @@ from xagents.utils.prioritized import PrioritizedReplayBuffer
 from xagents.utils.envs import frame_stacked
 from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model, check_model, is_image_space
+from xagents.utils.observations import DictObservations
 from xagents.utils.quiet_tensorflow import tf
 from xagents.utils.streams import REPLAY, random_stream
 
@@ -168,7 +169,12 @@ class OffPolicy(BaseAgent):
         """Build (or accept) a Q-model: its input is the observation, with the action appended
         for Box action spaces (then observations are flattened, and must not be images)."""
         space = self.envs.single_observation_space
-        if not self.discrete:
+        if not self.discrete and isinstance(space, gym.spaces.Dict):  # the action: one more key, packed last
+            action = 'action'
+            while action in space.spaces:
+                action = '_' + action
+            space = DictObservations([*space.spaces.items(), (action, gym.spaces.Box(-1.0, 1.0, self.action_low.shape))])
+        elif not self.discrete:
             if is_image_space(space):
                 raise ValueError(f'{type(self).__name__} with Box actions expected vector observations, '
                                  f'got images shaped {space.shape}')
@@ -176,6 +182,7 @@ class OffPolicy(BaseAgent):
             space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         model = self.model_file(role, space, given)
         if isinstance(model, tf.keras.Model):
+            self.check_keras_model(model, role)
             check_model(model, space, outputs, False, f"{type(self).__name__}'s {role}")
         else:
             model = build_model(model, space, outputs, name=role)

@@ -56,7 +56,7 @@ class OnPolicy(BaseAgent):
         if use_sde and not isinstance(self.distribution, DiagGaussian):
             raise ValueError('use_sde explores Box actions; this env\'s actions are discrete')
         self.sde = StateDependentNoise(sde_sample_freq) if use_sde else None
-        space = envs.single_observation_space
+        space = self.observation_space  # (Dict observations packed)
         per_step = self.n_envs * (space.dtype.itemsize * int(np.prod(space.shape)) + 64)
         # The rollout, its flattened copy for the update and the update's own tensors.
         check_fits(f'a rollout of {n_steps:,} steps of {self.n_envs} envs', 3 * per_step * n_steps, 'lower --n-steps')

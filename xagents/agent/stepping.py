@@ -27,8 +27,9 @@ class EnvStepping:
         elif not self.training_started:
             self.episode_scores = EpisodeScores(self.envs)
             with env_call(self.envs, 'reset', self.steps):
-                self.observations = self.envs.reset(seed=self.seed if seed is None else seed)[0]
-            check_finite(self.envs, self.steps, observation=self.observations)
+                observations = self.envs.reset(seed=self.seed if seed is None else seed)[0]
+            check_finite(self.envs, self.steps, **self.named_observations(observations, 'observation'))
+            self.observations = self.encoded(observations)
             self.training_started = True
 
     def step_envs(self, actions: np.ndarray):
@@ -43,18 +44,43 @@ class EnvStepping:
             next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
         self.steps += self.envs.num_envs
         dones = terminated | truncated
+        ended = np.flatnonzero(dones)
+        keys = self.dict_observations
+        if keys is not None:  # checked per key (an error names it), then packed
+            finals = next_observations
+            if len(ended):
+                finals = {name: np.array(value) for name, value in next_observations.items()}
+                for env, final in zip(ended, info['final_obs'][ended]):
+                    for name in finals:
+                        finals[name][env] = final[name]
+            check_finite(self.envs, self.steps, **self.named_observations(finals, 'observation'), reward=rewards,
+                         **(self.named_observations(next_observations, 'reset observation') if len(ended) else {}))
+            next_observations = keys.pack(next_observations)
+            final_observations = keys.pack(finals) if len(ended) else next_observations
+            return self.noted(next_observations, rewards, terminated, truncated, final_observations, info)
         final_observations = next_observations
-        if dones.any():
+        if len(ended):
             final_observations = next_observations.copy()
-            ended = np.flatnonzero(dones)
             final_observations[ended] = np.stack(info['final_obs'][ended])
         check_finite(self.envs, self.steps, observation=final_observations, reward=rewards,
                      **({'reset observation': next_observations} if dones.any() else {}))
+        return self.noted(next_observations, rewards, terminated, truncated, final_observations, info)
+
+    def noted(self, next_observations, rewards, terminated, truncated, final_observations, info) -> tuple:
+        """:meth:`step_envs`'s results, after noting the episodes the step finished."""
+        dones = terminated | truncated
         _, scores, _ = self.episode_scores.update(rewards, dones, info)
         if len(scores):
             now = time.perf_counter()
             self.finished_episodes.extend(Episode(float(score), self.steps, now) for score in scores)
         return next_observations, rewards, terminated, truncated, final_observations
+
+    def named_observations(self, observations, name: str) -> dict[str, np.ndarray]:
+        """A batch of observations for :func:`check_finite`: one array, or one per key of a Dict
+        (``observation['position']``), so that an error names the key."""
+        if isinstance(observations, dict):
+            return {f'{name}[{key!r}]': np.asarray(value) for key, value in observations.items()}
+        return {name: observations}
 
     def bootstrapped(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                      finals: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ class Flag:
         if self.kind == 'bool':
             group.add_argument(self.option, action=argparse.BooleanOptionalAction, **options)
         elif self.kind == 'list':
-            group.add_argument(self.option, nargs='+', metavar='PATH', **options)
+            group.add_argument(self.option, nargs='+', metavar='KEY' if self.name.endswith('_keys') else 'PATH', **options)
         elif self.kind == 'dict':
             group.add_argument(self.option, nargs='+', metavar='KEY=VALUE', type=key_value, **options)
         else:

@@ -413,7 +413,7 @@ def test_same_seed_gives_the_same_samples():
     (lambda: counting_buffer(frame_stack_axis=0), 'expected frame_stack_axis'),
     (lambda: counting_buffer(PrioritizedReplayBuffer, alpha=-1), 'expected alpha >= 0'),
     (lambda: counting_buffer(PrioritizedReplayBuffer, beta=2), 'expected 0 <= beta <= 1'),
-    (lambda: ReplayBuffer(8, 1, gym.spaces.Dict({'a': gym.spaces.Discrete(2)}),
+    (lambda: ReplayBuffer(8, 1, gym.spaces.Tuple([gym.spaces.Discrete(2)]),
                           gym.spaces.Discrete(2)), 'expected an observation space'),
 ])
 def test_bad_constructor_arguments_raise_value_error(build, message):

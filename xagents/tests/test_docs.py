@@ -189,8 +189,10 @@ def test_can_i_use_says_what_the_agent_takes(agent, tmp_path):
     assert table['Box'] == [gym.spaces.Box in supports, True]
     for space in ('MultiDiscrete', 'MultiBinary'):
         assert table[space] == [getattr(gym.spaces, space) in supports, False], space
-    for space in ('Dict, Tuple', 'recurrent policies'):
+    for space in ('Tuple', 'recurrent policies'):
         assert not any(table[space]), space
+    sensors = 'Sensors-v0' if gym.spaces.Discrete in supports else 'SensorsBox-v0'  # Dict observations
+    assert table['Dict'] == [False, takes(cls, f'xagents.tests.test_dict_observations:{sensors}')]
     continuous = 'Pendulum-v1' if gym.spaces.Box in supports else 'CartPole-v1'
     any_env = 'CartPole-v1' if gym.spaces.Discrete in supports else 'Pendulum-v1'
     assert table['reward normalisation (`normalize_rewards`)'] == [takes(cls, any_env, normalize_rewards=True)]

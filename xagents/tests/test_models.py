@@ -27,13 +27,17 @@ SHIPPED = sorted(glob.glob(os.path.join(PACKAGE, 'models', '*.cfg')) + glob.glob
 @pytest.mark.parametrize('path', SHIPPED)
 def test_every_shipped_cfg_builds_with_requested_outputs(path):
     space = IMAGE_SPACE if os.path.basename(path).startswith('cnn') else VECTOR_SPACE
+    if os.path.basename(path).startswith('minigrid'):  # MiniGrid's image and direction (a Dict: packed input)
+        space = gym.spaces.Dict({'image': gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), 'direction': gym.spaces.Discrete(4)})
     from xagents.utils.models import read_cfg
+    from xagents.utils.observations import DictObservations
 
     heads = [section for section in read_cfg(path) if section.flag('output')]
     # Heads without units are filled from what the agent asks (3 + i here); fixed ones keep theirs.
     outputs = [Output(f'out{i}', head.get('units', int, 3 + i)) for i, head in enumerate(heads)]
     model = build_model(path, space, outputs)
-    results = model(np.zeros((2, *space.shape), space.dtype))
+    packed = DictObservations.of(space)
+    results = model(np.zeros((2, packed.size), np.float32) if packed else np.zeros((2, *space.shape), space.dtype))
     results = results if isinstance(results, (list, tuple)) else [results]
     assert heads and len(results) == len(heads)
     assert [tuple(result.shape) for result in results] == [(2, output.units) for output in outputs]

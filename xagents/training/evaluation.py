@@ -88,7 +88,7 @@ def evaluate(
             observations = envs.reset(seed=seed)[0]
         while (counts < targets).any():
             with env_call(envs, 'step (evaluation)', None):
-                observations, rewards, terminated, truncated, info = envs.step(agent.act(observations, deterministic))
+                observations, rewards, terminated, truncated, info = envs.step(agent.act(agent.encoded(observations), deterministic))
             ended, ended_returns, ended_lengths = scores.update(rewards, terminated | truncated, info)
             cut = scores.lengths >= limit if limit and not scores.recorded else None
             if cut is not None and cut.any():  # an env of the user's: cut here, the return so far counts

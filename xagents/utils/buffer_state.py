@@ -89,6 +89,13 @@ def fields(buffer) -> dict[str, tuple[object, str]]:
 def _stateful_parts(buffer) -> dict[str, object]:
     """The buffer and the objects of xagents' buffer modules it holds (frame or observation store, sum tree)."""
     parts = {'buffer': buffer}
-    parts.update({name: value for name, value in vars(buffer).items()
-                  if type(value).__module__.startswith('xagents.utils.') and hasattr(value, '__dict__')})
+    parts.update({name: value for name, value in vars(buffer).items() if _is_part(value)})
+    for name, part in list(parts.items())[1:]:  # a Dict observation store's per-key stores
+        for attribute, value in vars(part).items():
+            if isinstance(value, dict):
+                parts.update({f'{name}.{attribute}.{key}': each for key, each in value.items() if _is_part(each)})
     return parts
+
+
+def _is_part(value) -> bool:
+    return type(value).__module__.startswith('xagents.utils.') and hasattr(value, '__dict__')

@@ -11,6 +11,8 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from xagents.utils.observations import DictObservations
+
 logger = logging.getLogger(__name__)
 
 
@@ -164,6 +166,39 @@ class _FrameStore:
         return (observations == newest).reshape(len(observations), -1).all(axis=1)
 
 
+class _DictStore:
+    """Dict observations, every key in an array of its own, in its own dtype (an image key as uint8, and one
+    frame per slot when frames are stacked); written and read as the agent's packed vectors."""
+
+    def __init__(self, rows: int, n_envs: int, keys: DictObservations, axis: int | None) -> None:
+        self.keys = keys
+        self.parts = {key.name: _FrameStore(rows, n_envs, key.space, stack_axis(key.space, axis))
+                      if axis is not None and key.kind == 'image' else _ObservationStore(rows, n_envs, key.space)
+                      for key in keys.keys}
+        sizes = {part.stack_size for part in self.parts.values() if isinstance(part, _FrameStore)}
+        if len(sizes) > 1:
+            raise ValueError(f'expected every image key stacked alike, got stacks of {sorted(sizes)} frames')
+        self.stack_size = sizes.pop() if sizes else 1
+
+    @property
+    def nbytes(self) -> int:
+        return sum(part.nbytes for part in self.parts.values())
+
+    def write(self, rows: np.ndarray, envs: np.ndarray, observations: np.ndarray) -> None:
+        for name, values in self.keys.unpack(observations).items():
+            self.parts[name].write(rows, envs, values)
+
+    def read(self, frame_rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        return self.keys.pack({name: part.read(frame_rows, envs) for name, part in self.parts.items()})
+
+    def is_self_contained(self, observations: np.ndarray) -> np.ndarray:
+        unpacked = self.keys.unpack(observations)
+        contained = np.ones(len(observations), bool)
+        for name, part in self.parts.items():
+            contained &= part.is_self_contained(unpacked[name])
+        return contained
+
+
 def stack_axis(space: gym.Space, axis: int) -> int:
     """``axis`` of frame-stack observations as a non-negative index, checked against their shape."""
     ndim = len(space.shape)
@@ -225,9 +260,13 @@ class ReplayBuffer:
             seed: Seed of the sampling generator, or the generator itself.
             frame_stack_axis: None to store observations whole; the stacking axis of frame-stack
                 observations (-1 for channels-last ``(H, W, K)``, 0 for ``FrameStackObservation``'s
-                ``(K, ...)``) to store each frame once.
+                ``(K, ...)``) to store each frame once (of the image keys of Dict observations).
+
+        On a Dict observation space every key is stored apart in its own dtype, and ``add`` and ``sample``
+        take and give the packed vectors agents work on (:class:`xagents.utils.observations.DictObservations`).
         """
-        check_space(observation_space, 'an observation space')
+        if not isinstance(observation_space, gym.spaces.Dict):
+            check_space(observation_space, 'an observation space')
         check_space(action_space, 'an action space')
         if not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
             raise ValueError(f'expected n_envs >= 1, got {n_envs!r}')
@@ -238,7 +277,11 @@ class ReplayBuffer:
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f'expected 0 <= gamma <= 1, got {gamma!r}')
         rows = capacity // n_envs + 1  # + 1: the slot after the newest transition
-        if frame_stack_axis is None:
+        keys = DictObservations.of(observation_space)
+        if keys is not None:
+            self._store = _DictStore(rows, n_envs, keys, frame_stack_axis)
+            observation_space = keys.space
+        elif frame_stack_axis is None:
             self._store = _ObservationStore(rows, n_envs, observation_space)
         else:
             self._store = _FrameStore(rows, n_envs, observation_space, stack_axis(observation_space, frame_stack_axis))

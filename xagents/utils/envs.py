@@ -20,7 +20,7 @@ import os
 import signal
 import tracemalloc
 import warnings
-from typing import Callable
+from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -185,6 +185,17 @@ class FireReset(gym.Wrapper):
         return observation, info
 
 
+def filtered_observations(env: gym.Env, env_id: str, keys: Sequence[str]) -> gym.Env:
+    """``env`` observing only ``keys`` of its Dict observations (refused in one line for other spaces and keys)."""
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Dict):
+        raise ValueError(f'observation_keys picks keys of Dict observations, and {env_id} observes {space}')
+    unknown = [key for key in keys if key not in space.spaces]
+    if unknown:
+        raise ValueError(f'{env_id} observes no key {unknown[0]!r}: expected some of {", ".join(space.spaces)}')
+    return gym.wrappers.FilterObservation(env, list(keys))
+
+
 def one_hot_observations(env: gym.Env) -> gym.Env:
     """Observe ``Discrete(n)`` states as one-hot float vectors of length n (FrozenLake, Taxi...)."""
     space = env.observation_space
@@ -222,6 +233,7 @@ def make_env(
     render_mode: str | None = None,
     raw_wrapper: Callable[[gym.Env], gym.Env] | None = None,
     env_kwargs: dict | None = None,
+    observation_keys: Sequence[str] | None = None,
 ) -> gym.Env:
     """Make one environment, with Atari preprocessing when asked (by default for ALE ids).
 
@@ -232,7 +244,8 @@ def make_env(
     (before stacking) default to on with preprocessing and can each be turned off.
 
     ``raw_wrapper`` wraps the raw env below everything else (``play`` records whole games there);
-    ``env_kwargs`` go to ``gym.make``.
+    ``env_kwargs`` go to ``gym.make``; ``observation_keys`` keeps these keys of a Dict observation
+    (``gymnasium.wrappers.FilterObservation``: MiniGrid's image and direction without its mission text).
     """
     entry_point = env_spec(env_id).entry_point
     if isinstance(entry_point, str) and entry_point.startswith('gymnasium.envs.mujoco'):
@@ -253,6 +266,8 @@ def make_env(
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change
+    if observation_keys:
+        env = filtered_observations(env, env_id, observation_keys)
     if isinstance(env.observation_space, gym.spaces.Discrete):  # a state index, one-hot encoded as SB3 does
         env = one_hot_observations(env)
     if not preprocess:
@@ -284,6 +299,7 @@ def create_envs(
     fire_reset: bool | None = None,
     async_envs: bool = False,
     env_kwargs: dict | None = None,
+    observation_keys: Sequence[str] | None = None,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of ``env_id`` as one Gymnasium vector env.
 
@@ -300,11 +316,14 @@ def create_envs(
         fire_reset: With preprocessing, press FIRE after each reset in games that need it (default: on).
         async_envs: Step the envs in subprocesses (worth it for heavy envs such as Atari).
         env_kwargs: Keyword arguments of ``gym.make`` (e.g. ``continuous=True``), given as key=value.
+        observation_keys: Keep only these keys of a Dict observation (e.g. MiniGrid's image and direction,
+            without its mission text).
     """
     env_spec(env_id)
     settings = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame,
                 'clip_rewards': clip_rewards, 'terminal_on_life_loss': terminal_on_life_loss,
-                'fire_reset': fire_reset, 'env_kwargs': dict(env_kwargs) if env_kwargs else None}
+                'fire_reset': fire_reset, 'env_kwargs': dict(env_kwargs) if env_kwargs else None,
+                **({'observation_keys': list(observation_keys)} if observation_keys else {})}
     make = functools.partial(make_env, **settings)
     if n_envs > 64:  # what one env allocates (its modules already loaded), times n_envs, before making them all
         make().close()
@@ -388,7 +407,7 @@ def frame_stacked(envs: gym.vector.VectorEnv) -> bool:
     if preprocess is None and 'env_id' in settings:
         preprocess = is_atari(settings['env_id'])
     space = envs.single_observation_space
-    return bool(preprocess) and len(space.shape) == 3 and space.dtype == np.uint8
+    return bool(preprocess) and space.shape is not None and len(space.shape) == 3 and space.dtype == np.uint8
 
 
 class EpisodeScores:

@@ -3,7 +3,8 @@
 A policy is a function from a batch of raw observations to a batch of env-ready actions; it may close
 over tf.Variables and Keras models. Every export takes observations of the env's dtype with a dynamic
 batch dimension (named ``observations``) and gives actions (named ``actions``): int64 for integer
-actions, float32 for real ones. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
+actions, float32 for real ones. A policy of Dict observations takes one input per key, named by the key,
+in the key's dtype (Discrete keys as int64 indices) and shape. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
 interpreter is resized to each new batch size by :func:`load_exported`.
 
 Outputs are written beside ``path`` under a temporary name and renamed into place, so a killed export
@@ -62,11 +63,16 @@ def _check_destination(path: str) -> None:
         raise ValueError(f'{path} already exists: remove it or choose another path to export to')
 
 
-def _input_spec(observation_space: gym.spaces.Space) -> tf.TensorSpec:
-    """The exported input: the space's dtype and shape behind a dynamic batch dimension."""
-    if not isinstance(observation_space, gym.spaces.Box):
-        raise TypeError(f'only Box observation spaces can be exported, not {type(observation_space).__name__}')
-    return tf.TensorSpec([None, *observation_space.shape], tf.as_dtype(observation_space.dtype), name=INPUT_NAME)
+def _input_specs(observation_space: gym.spaces.Space) -> dict[str, tf.TensorSpec]:
+    """The exported inputs by name: the space's dtype and shape behind a dynamic batch dimension, one
+    ``observations`` input for a Box, one input per key for a Dict."""
+    if isinstance(observation_space, gym.spaces.Dict):
+        return {key: _input_specs(space)[INPUT_NAME] for key, space in observation_space.spaces.items()}
+    if isinstance(observation_space, gym.spaces.Discrete):
+        return {INPUT_NAME: tf.TensorSpec([None], tf.int64)}
+    if not isinstance(observation_space, (gym.spaces.Box, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)):
+        raise TypeError(f'only Box and Dict observation spaces can be exported, not {type(observation_space).__name__}')
+    return {INPUT_NAME: tf.TensorSpec([None, *observation_space.shape], tf.as_dtype(observation_space.dtype))}
 
 
 def _action_dtype(actions: tf.Tensor) -> tf.Tensor:
@@ -78,19 +84,23 @@ def _action_dtype(actions: tf.Tensor) -> tf.Tensor:
     raise ValueError(f'a policy must return integer or floating actions, not {actions.dtype.name}')
 
 
-def _policy_module(policy: Callable[[tf.Tensor], tf.Tensor], spec: tf.TensorSpec) -> tf.Module:
-    """Trace ``policy`` once on ``spec`` into a module that also owns the variables it reads.
+def _policy_module(policy: Callable[[tf.Tensor], tf.Tensor], specs: dict[str, tf.TensorSpec]) -> tf.Module:
+    """Trace ``policy`` once on ``specs`` (its inputs by name, in order) into a module that also owns the
+    variables it reads; a policy of several inputs takes them as a dict.
 
     SavedModel and TFLite refuse functions that read variables no saved object tracks.
     """
+    names = list(specs)
+    signature = [tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in specs.items()]
 
-    def act(observations: tf.Tensor) -> tf.Tensor:
+    def act(*inputs: tf.Tensor) -> tf.Tensor:
+        observations = inputs[0] if names == [INPUT_NAME] else dict(zip(names, inputs))
         return tf.identity(_action_dtype(tf.convert_to_tensor(policy(observations))), name=OUTPUT_NAME)
 
     module = tf.Module()
-    module.act = tf.function(act, input_signature=[spec])
+    module.act = tf.function(act, input_signature=signature)
     module.policy_variables = list(module.act.get_concrete_function().variables)
-    module.serve = tf.function(lambda observations: {OUTPUT_NAME: module.act(observations)}, input_signature=[spec])
+    module.serve = tf.function(lambda *inputs: {OUTPUT_NAME: module.act(*inputs)}, input_signature=signature)
     return module
 
 
@@ -139,14 +149,15 @@ def _quiet_tensorflow():
 
 def _converted(tf2onnx: ModuleType, frozen: tf.types.experimental.ConcreteFunction) -> bytes:
     """The ONNX bytes of a frozen graph."""
-    (source,), (target,) = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
+    sources, (target,) = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
+    names = [tensor.name.split(':')[0] for tensor in frozen.inputs]  # the signature's names
     model, _ = tf2onnx.convert.from_graph_def(
         frozen.graph.as_graph_def(),
         name='policy',
-        input_names=[source],
+        input_names=sources,
         output_names=[target],
         opset=ONNX_OPSET,
-        tensors_to_rename={source: INPUT_NAME, target: OUTPUT_NAME},
+        tensors_to_rename={**dict(zip(sources, names)), target: OUTPUT_NAME},
     )
     for value in [*model.graph.input, *model.graph.output]:
         value.type.tensor_type.shape.dim[0].dim_param = 'batch'  # tf2onnx leaves it as unk__N
@@ -202,10 +213,10 @@ def export_policy(
     format = format_of(path, format)
     _check_format(format)
     _check_destination(path)
-    spec = _input_spec(observation_space)
+    specs = _input_specs(observation_space)
     if format == 'onnx':
         _require('tf2onnx', 'exporting to onnx')
-    module = _policy_module(policy, spec)
+    module = _policy_module(policy, specs)
     if format == 'saved_model':
         _write_directory(path, lambda directory: _save_model(module, directory))
     elif format == 'tflite':
@@ -220,30 +231,24 @@ def _load_saved_model(path: str) -> Callable[[np.ndarray], np.ndarray]:
     loaded = tf.saved_model.load(path)
     signature = loaded.signatures[SIGNATURE_KEY]
 
-    def act(observations: np.ndarray) -> np.ndarray:
+    def act(observations: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
         _ = loaded  # the signature reads variables that live as long as the loaded object
-        return signature(**{INPUT_NAME: tf.convert_to_tensor(observations)})[OUTPUT_NAME].numpy()
+        return signature(**{name: tf.convert_to_tensor(value) for name, value in _named(observations).items()}
+                         )[OUTPUT_NAME].numpy()
 
     return act
 
 
 def _load_tflite(path: str) -> Callable[[np.ndarray], np.ndarray]:
-    """Run the flatbuffer with the LiteRT interpreter, resizing its input whenever the batch size changes."""
+    """Run the flatbuffer's signature with the LiteRT interpreter (which resizes its inputs to each batch)."""
     litert = _require('ai_edge_litert.interpreter', 'running a tflite export')
     interpreter = litert.Interpreter(model_path=path)
     interpreter.allocate_tensors()
-    source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    allocated = [tuple(source['shape'])]
+    runner = interpreter.get_signature_runner()
 
-    def act(observations: np.ndarray) -> np.ndarray:
-        observations = np.asarray(observations)
-        if observations.shape != allocated[0]:
-            interpreter.resize_tensor_input(source['index'], observations.shape)
-            interpreter.allocate_tensors()
-            allocated[0] = observations.shape
-        interpreter.set_tensor(source['index'], observations)
-        interpreter.invoke()
-        return interpreter.get_tensor(target['index']).copy()
+    def act(observations: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
+        (actions,) = runner(**{name: np.asarray(value) for name, value in _named(observations).items()}).values()
+        return actions.copy()
 
     return act
 
@@ -253,10 +258,15 @@ def _load_onnx(path: str) -> Callable[[np.ndarray], np.ndarray]:
     onnxruntime = _require('onnxruntime', 'running an onnx export')
     session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
 
-    def act(observations: np.ndarray) -> np.ndarray:
-        return session.run([OUTPUT_NAME], {INPUT_NAME: np.asarray(observations)})[0]
+    def act(observations: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
+        return session.run([OUTPUT_NAME], {name: np.asarray(value) for name, value in _named(observations).items()})[0]
 
     return act
+
+
+def _named(observations: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """An export's inputs by name: ``observations``, or one per key of Dict observations."""
+    return dict(observations) if isinstance(observations, dict) else {INPUT_NAME: observations}
 
 
 def load_exported(path: str, format: str | None = None) -> Callable[[np.ndarray], np.ndarray]:

@@ -61,7 +61,7 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
                 if frame_dir and step % frame_frequency == 0:
                     frame = cv2.cvtColor(np.asarray(env.render()), cv2.COLOR_RGB2BGR)
                     cv2.imwrite(os.path.join(frame_dir, f'{frame_prefix}-{frame_step:06d}.jpg'), frame)
-                action = agent.act(np.asarray(observation)[None], deterministic=True)[0]
+                action = agent.act(agent.observation_batch(observation)[0], deterministic=True)[0]
                 observation, _, terminated, truncated, info = env.step(action)
                 step += 1
                 frame_step += 1

@@ -1,0 +1,125 @@
+"""Observing: the observation side of an agent: which spaces it takes, Dict observations packed into the one
+vector its models and buffers see (:mod:`xagents.utils.observations`), and the running normalisation of vector
+observations (per element, so per key of a Dict; images and one-hot codes are never scaled)."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers.utils import RunningMeanStd
+
+from xagents.utils.envs import one_hot_size
+from xagents.utils.models import is_image_space
+from xagents.utils.observations import DictObservations, check_observation_space
+from xagents.utils.quiet_tensorflow import tf
+
+
+class Observing:
+    """The observation part of :class:`xagents.agent.base.BaseAgent`.
+
+    Attributes:
+        observation_space: What the agent's models, rollouts and statistics take: the env's Box, or the packed
+            ``float32`` vector of a Dict space.
+        dict_observations: The packing of a Dict space (None for a Box).
+    """
+
+    observation_clip = 10.0  # normalised observations are clipped to +-this (VecNormalize's clip_obs)
+
+    def setup_observations(self, space: gym.Space, normalize_observations: bool) -> None:
+        """Check the env's observation space and set up its packing and normalisation statistics."""
+        check_observation_space(space, type(self).__name__)
+        self.dict_observations = DictObservations.of(space)
+        self.observation_space = self.dict_observations.space if self.dict_observations else space
+        self.observation_stats = None
+        self.normalized_mask = None  # the packed entries normalisation scales (Dict observations)
+        if normalize_observations:
+            if self.dict_observations is not None:
+                self.normalized_mask = self.dict_observations.normalized_mask
+                if not self.normalized_mask.any():
+                    raise ValueError(f'normalize_observations scales vector (Box) keys, and {space} has none '
+                                     '(images are scaled to [0, 1] in the model, Discrete keys one-hot encoded)')
+                self.observation_stats = RunningMeanStd(shape=(int(self.normalized_mask.sum()),))
+            elif is_image_space(space):
+                raise ValueError(f'normalize_observations scales vector observations, got images shaped {space.shape} '
+                                 '(they are scaled to [0, 1] in the model)')
+            else:
+                self.observation_stats = RunningMeanStd(shape=space.shape)
+
+    def encoded(self, observations) -> np.ndarray:
+        """A batch of the env's observations as the agent takes them: Dict ones packed, others as they are."""
+        return observations if self.dict_observations is None else self.dict_observations.pack(observations)
+
+    def normalized(self, observations: np.ndarray) -> np.ndarray:
+        """Observations as the models see them: scaled by the running statistics (frozen) when enabled."""
+        stats = self.observation_stats
+        if stats is None:
+            return observations
+        mask = self.normalized_mask
+        values = observations if mask is None else observations[:, mask]
+        scaled = np.clip((values - stats.mean) / np.sqrt(stats.var + 1e-8),
+                         -self.observation_clip, self.observation_clip).astype(np.float32)
+        if mask is None:
+            return scaled
+        result = np.array(observations, np.float32)
+        result[:, mask] = scaled
+        return result
+
+    def observe(self, observations: np.ndarray) -> np.ndarray:
+        """Observations met while collecting: the running statistics take them in, then they are normalised."""
+        if self.observation_stats is not None:
+            self.observation_stats.update(observations if self.normalized_mask is None
+                                          else observations[:, self.normalized_mask])
+        return self.normalized(observations)
+
+    def normalized_graph(self, observations: tf.Tensor) -> tf.Tensor:
+        """:meth:`normalized` in graph ops, with the statistics of now as constants."""
+        stats = self.observation_stats
+        if stats is None:
+            return observations
+        mean, std = stats.mean.astype(np.float32), np.sqrt(stats.var + 1e-8).astype(np.float32)
+        observations = tf.cast(observations, tf.float32)
+        mask = self.normalized_mask
+        if mask is not None:  # scatter the statistics over the packed vector; other entries pass through
+            full_mean, full_std = np.zeros(mask.shape, np.float32), np.ones(mask.shape, np.float32)
+            full_mean[mask], full_std[mask] = mean, std
+            scaled = tf.clip_by_value((observations - full_mean) / full_std, -self.observation_clip,
+                                      self.observation_clip)
+            return tf.where(mask, scaled, observations)
+        return tf.clip_by_value((observations - mean) / std, -self.observation_clip, self.observation_clip)
+
+    def encoded_graph(self, observations) -> tf.Tensor:
+        """:meth:`encoded` in graph ops, for exports: a dict of tensors (one per key) packed into one."""
+        keys = self.dict_observations
+        if keys is None:
+            return observations
+        parts = []
+        for key in keys.keys:
+            values = observations[key.name]
+            if key.kind == 'discrete':
+                values = tf.reshape(tf.cast(values, tf.int64), (-1, len(key.counts())))
+                parts += [tf.one_hot(values[:, entry] - int(start), int(count), dtype=tf.float32)
+                          for entry, (count, start) in enumerate(zip(key.counts(), key.starts()))]
+            else:
+                parts.append(tf.reshape(tf.cast(values, tf.float32), (-1, key.size)))
+        return tf.concat(parts, -1)
+
+    def observation_batch(self, observation) -> tuple[np.ndarray, bool]:
+        """``predict``'s observation as a packed batch, and whether it was one unbatched observation.
+
+        Raises:
+            ValueError: the observation has neither the env's observation shape nor a batch of it.
+        """
+        keys = self.dict_observations
+        if keys is not None:
+            _, single = keys.batch_size(observation)
+            batch = {name: np.asarray(value)[None] if single else np.asarray(value) for name, value in observation.items()}
+            return keys.pack(batch), single
+        space = self.observation_space
+        observations, states = np.asarray(observation), one_hot_size(space)
+        if states and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
+            observations = np.eye(states, dtype=space.dtype)[observations]  # Discrete states, one-hot as in training
+        observations = observations.astype(space.dtype, copy=False)
+        single = observations.shape == space.shape
+        if not single and observations.shape[1:] != space.shape:
+            raise ValueError(f'expected an observation shaped {space.shape} or a batch shaped (n, '
+                             f'{", ".join(map(str, space.shape))}), got shape {observations.shape}')
+        return (observations[None] if single else observations), single

@@ -1,0 +1,190 @@
+"""Dict observations: which spaces agents take, and how a Dict of them travels inside an agent.
+
+An agent on a ``Dict`` observation space (one level, as Stable-Baselines3's ``MultiInputPolicy``) works on one
+packed ``float32`` vector per observation: every key flattened in the space's key order, ``Discrete`` keys
+one-hot (``MultiDiscrete`` one-hot per entry), images as their raw 0..255 values. Rollouts, acting, the
+updates and the observation statistics see that vector; the models split it again into one input per key
+(:func:`xagents.utils.models.build_model`); the replay buffer stores every key apart in its own dtype
+(:class:`xagents.utils.buffers.ReplayBuffer` on a Dict space); ``predict``, evaluation, play and the exports
+take the env's dicts. Nothing here imports TensorFlow.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping
+
+import gymnasium as gym
+import numpy as np
+
+KEY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)
+
+
+def is_image(space: gym.Space) -> bool:
+    """Whether a Box holds images: uint8 in [0, 255], height x width x channels (Stable-Baselines3's test)."""
+    return (isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
+            and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
+
+
+def check_observation_space(space: gym.Space, owner: str) -> None:
+    """Refuse, in one line, an observation space no agent takes: anything but a Box or a one-level Dict of
+    Box, Discrete, MultiBinary and MultiDiscrete spaces (a Discrete space is one-hot encoded by create_envs)."""
+    if isinstance(space, gym.spaces.Box):
+        return
+    if not isinstance(space, gym.spaces.Dict):
+        raise ValueError(f'{owner} expects Box or Dict observations (envs made by create_envs one-hot encode '
+                         f'Discrete ones), got {space}')
+    if not space.spaces:
+        raise ValueError(f'{owner} expects a Dict observation space with at least one key, got {space}')
+    for key, sub in space.spaces.items():
+        if isinstance(sub, (gym.spaces.Dict, gym.spaces.Tuple)):
+            raise ValueError(f'{owner} expects a Dict observation space of one level, got a nested '
+                             f'{type(sub).__name__} under {key!r}: flatten it (gymnasium.wrappers.FlattenObservation '
+                             f'on that part) or give each part its own key')
+        if not isinstance(sub, KEY_SPACES):
+            raise ValueError(f'{owner} encodes Box, Discrete, MultiBinary and MultiDiscrete keys of a Dict '
+                             f'observation, got {type(sub).__name__} under {key!r}: drop it with '
+                             f'observation_keys (--observation-keys) or gymnasium.wrappers.FilterObservation')
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """Where one key of a Dict observation lives in the packed vector, and how it is encoded there."""
+
+    name: str
+    space: gym.Space
+    kind: str  # 'image', 'vector' (Box, MultiBinary) or 'discrete' (Discrete, MultiDiscrete: one-hot)
+    offset: int
+    size: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The key's shape inside the model: the image or Box shape, else a vector of ``size``."""
+        return tuple(self.space.shape) if self.kind == 'image' or (
+            self.kind == 'vector' and isinstance(self.space, gym.spaces.Box)) else (self.size,)
+
+    def counts(self) -> np.ndarray:
+        """The number of categories of each entry of a discrete key (one for Discrete)."""
+        space = self.space
+        return np.asarray([space.n]) if isinstance(space, gym.spaces.Discrete) else np.asarray(space.nvec).ravel()
+
+    def starts(self) -> np.ndarray:
+        space = self.space
+        return np.asarray([space.start]) if isinstance(space, gym.spaces.Discrete) else np.asarray(
+            getattr(space, 'start', np.zeros_like(space.nvec))).ravel()
+
+
+class DictObservations:
+    """Packs a batch of Dict observations into one ``float32`` vector each, and back.
+
+    Args:
+        items: ``(key, space)`` pairs in packing order (a Dict space's ``spaces.items()``).
+    """
+
+    def __init__(self, items: Iterable[tuple[str, gym.Space]]) -> None:
+        self.keys: list[Key] = []
+        offset = 0
+        for name, space in items:
+            if is_image(space):
+                kind, size = 'image', int(np.prod(space.shape))
+            elif isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+                kind = 'discrete'
+                size = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(np.sum(space.nvec))
+            else:
+                kind, size = 'vector', int(np.prod(space.shape))
+            self.keys.append(Key(name, space, kind, offset, size))
+            offset += size
+        self.size = offset
+        lows, highs = [], []
+        for key in self.keys:
+            if isinstance(key.space, gym.spaces.Box):
+                lows.append(np.asarray(key.space.low, np.float32).ravel())
+                highs.append(np.asarray(key.space.high, np.float32).ravel())
+            else:
+                lows.append(np.zeros(key.size, np.float32))
+                highs.append(np.ones(key.size, np.float32))
+        self.space = gym.spaces.Box(np.concatenate(lows), np.concatenate(highs), dtype=np.float32)
+        # What observation normalisation scales: vector Box keys (images and one-hot codes never).
+        self.normalized_mask = np.zeros(self.size, bool)
+        for key in self.keys:
+            if key.kind == 'vector' and isinstance(key.space, gym.spaces.Box):
+                self.normalized_mask[key.offset:key.offset + key.size] = True
+
+    @classmethod
+    def of(cls, space: gym.Space) -> DictObservations | None:
+        """The packing of a Dict space, or None for any other space."""
+        return cls(space.spaces.items()) if isinstance(space, gym.spaces.Dict) else None
+
+    @property
+    def names(self) -> list[str]:
+        return [key.name for key in self.keys]
+
+    def batch_size(self, observations: Mapping[str, np.ndarray]) -> tuple[int, bool]:
+        """``(n, single)``: how many observations ``observations`` holds, and whether it is one unbatched one.
+
+        Raises:
+            ValueError: a key is missing or unknown, or its shape is neither the space's nor a batch of it.
+        """
+        if not isinstance(observations, Mapping):
+            raise ValueError(f'expected a dict of arrays with keys {self.names}, got {type(observations).__name__}')
+        unknown = sorted(set(observations) - set(self.names))
+        missing = [name for name in self.names if name not in observations]
+        if missing or unknown:
+            raise ValueError(f'expected a dict of arrays with keys {self.names}, got keys {sorted(observations)}')
+        sizes = set()
+        for key in self.keys:
+            shape = np.shape(observations[key.name])
+            space = tuple(key.space.shape)
+            if shape == space:
+                sizes.add(None)
+            elif shape[1:] == space and len(shape) == len(space) + 1:
+                sizes.add(shape[0])
+            else:
+                batch = ', '.join(map(str, ('n', *space)))
+                raise ValueError(f'expected observation {key.name!r} shaped {space} or a batch shaped ({batch}), '
+                                 f'got shape {shape}')
+        if len(sizes) != 1:
+            raise ValueError(f'expected every key of the observation batched alike (all one observation or all '
+                             f'n of them), got {", ".join(f"{key.name}: {np.shape(observations[key.name])}" for key in self.keys)}')
+        (size,) = sizes
+        return (1, True) if size is None else (size, False)
+
+    def pack(self, observations: Mapping[str, np.ndarray]) -> np.ndarray:
+        """A batch of Dict observations (each key ``(n, *shape)``) as one ``(n, size)`` float32 array."""
+        first = np.asarray(observations[self.keys[0].name])
+        n = len(first)
+        packed = np.empty((n, self.size), np.float32)
+        for key in self.keys:
+            values = np.asarray(observations[key.name])
+            part = packed[:, key.offset:key.offset + key.size]
+            if key.kind == 'discrete':
+                part[:] = 0
+                column = 0
+                for entry, (count, start) in enumerate(zip(key.counts(), key.starts())):
+                    index = values.reshape(n, -1)[:, entry].astype(np.int64) - start
+                    part[np.arange(n), column + index] = 1
+                    column += count
+            else:
+                part[:] = values.reshape(n, -1)
+        return packed
+
+    def pack_list(self, observations: Iterable[Mapping[str, np.ndarray]]) -> np.ndarray:
+        """Single Dict observations (an env's ``final_obs`` entries) packed into one batch."""
+        observations = list(observations)
+        return self.pack({key.name: np.stack([each[key.name] for each in observations]) for key in self.keys})
+
+    def unpack(self, packed: np.ndarray) -> dict[str, np.ndarray]:
+        """The Dict observations of a packed ``(n, size)`` batch, each key in its space's dtype and shape."""
+        n = len(packed)
+        result = {}
+        for key in self.keys:
+            part = packed[:, key.offset:key.offset + key.size]
+            if key.kind == 'discrete':
+                entries, column = [], 0
+                for count, start in zip(key.counts(), key.starts()):
+                    entries.append(np.argmax(part[:, column:column + count], axis=1) + start)
+                    column += count
+                values = np.stack(entries, 1).reshape((n, *key.space.shape))
+            else:
+                values = part.reshape((n, *key.space.shape))
+            result[key.name] = values.astype(key.space.dtype)
+        return result
