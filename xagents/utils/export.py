@@ -30,6 +30,7 @@ from xagents.utils.atomic import atomic_write
 FORMATS = ('saved_model', 'tflite', 'onnx')
 ONNX_OPSET = 17
 INPUT_NAME = 'observations'
+MASK_NAME = 'action_mask'  # the optional second input: (batch, n) booleans of the allowed actions
 OUTPUT_NAME = 'actions'
 SIGNATURE_KEY = 'serving_default'
 
@@ -78,19 +79,20 @@ def _action_dtype(actions: tf.Tensor) -> tf.Tensor:
     raise ValueError(f'a policy must return integer or floating actions, not {actions.dtype.name}')
 
 
-def _policy_module(policy: Callable[[tf.Tensor], tf.Tensor], spec: tf.TensorSpec) -> tf.Module:
-    """Trace ``policy`` once on ``spec`` into a module that also owns the variables it reads.
+def _policy_module(policy: Callable[..., tf.Tensor], specs: list[tf.TensorSpec]) -> tf.Module:
+    """Trace ``policy`` once on ``specs`` (observations, and action masks if asked) into a module that also
+    owns the variables it reads.
 
     SavedModel and TFLite refuse functions that read variables no saved object tracks.
     """
 
-    def act(observations: tf.Tensor) -> tf.Tensor:
-        return tf.identity(_action_dtype(tf.convert_to_tensor(policy(observations))), name=OUTPUT_NAME)
+    def act(*inputs: tf.Tensor) -> tf.Tensor:
+        return tf.identity(_action_dtype(tf.convert_to_tensor(policy(*inputs))), name=OUTPUT_NAME)
 
     module = tf.Module()
-    module.act = tf.function(act, input_signature=[spec])
+    module.act = tf.function(act, input_signature=specs)
     module.policy_variables = list(module.act.get_concrete_function().variables)
-    module.serve = tf.function(lambda observations: {OUTPUT_NAME: module.act(observations)}, input_signature=[spec])
+    module.serve = tf.function(lambda *inputs: {OUTPUT_NAME: module.act(*inputs)}, input_signature=specs)
     return module
 
 
@@ -117,7 +119,8 @@ def _frozen(concrete: tf.types.experimental.ConcreteFunction) -> tf.types.experi
 
 
 def _onnx_bytes(concrete: tf.types.experimental.ConcreteFunction) -> bytes:
-    """Convert the frozen graph with tf2onnx, naming its input ``observations`` and output ``actions``."""
+    """Convert the frozen graph with tf2onnx, naming its inputs ``observations`` (and ``action_mask``) and its
+    output ``actions``."""
     tf2onnx = _require('tf2onnx', 'exporting to onnx')
     with _quiet_tensorflow():  # tf2onnx's TF1 helpers announce their deprecation on every call
         return _converted(tf2onnx, _frozen(concrete))
@@ -139,14 +142,14 @@ def _quiet_tensorflow():
 
 def _converted(tf2onnx: ModuleType, frozen: tf.types.experimental.ConcreteFunction) -> bytes:
     """The ONNX bytes of a frozen graph."""
-    (source,), (target,) = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
+    sources, (target,) = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
     model, _ = tf2onnx.convert.from_graph_def(
         frozen.graph.as_graph_def(),
         name='policy',
-        input_names=[source],
+        input_names=sources,
         output_names=[target],
         opset=ONNX_OPSET,
-        tensors_to_rename={source: INPUT_NAME, target: OUTPUT_NAME},
+        tensors_to_rename={**dict(zip(sources, (INPUT_NAME, MASK_NAME))), target: OUTPUT_NAME},
     )
     for value in [*model.graph.input, *model.graph.output]:
         value.type.tensor_type.shape.dim[0].dim_param = 'batch'  # tf2onnx leaves it as unk__N
@@ -189,10 +192,12 @@ def _write_directory(path: str, write: Callable[[str], None]) -> None:
 
 
 def export_policy(
-    policy: Callable[[tf.Tensor], tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str | None = None
+    policy: Callable[..., tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str | None = None,
+    mask_size: int | None = None,
 ) -> str:
     """Write ``policy`` as a standalone export at ``path`` in ``format`` (default: from the path, see
-    :func:`format_of`); return the path written.
+    :func:`format_of`); return the path written. With ``mask_size``, the export takes a second input,
+    ``action_mask`` ``(batch, mask_size)`` booleans, given to ``policy`` after the observations.
 
     Raises:
         ValueError: ``format`` is not one of FORMATS, or ``path`` exists.
@@ -202,10 +207,12 @@ def export_policy(
     format = format_of(path, format)
     _check_format(format)
     _check_destination(path)
-    spec = _input_spec(observation_space)
+    specs = [_input_spec(observation_space)]
+    if mask_size is not None:
+        specs.append(tf.TensorSpec([None, mask_size], tf.bool, name=MASK_NAME))
     if format == 'onnx':
         _require('tf2onnx', 'exporting to onnx')
-    module = _policy_module(policy, spec)
+    module = _policy_module(policy, specs)
     if format == 'saved_model':
         _write_directory(path, lambda directory: _save_model(module, directory))
     elif format == 'tflite':
@@ -220,11 +227,20 @@ def _load_saved_model(path: str) -> Callable[[np.ndarray], np.ndarray]:
     loaded = tf.saved_model.load(path)
     signature = loaded.signatures[SIGNATURE_KEY]
 
-    def act(observations: np.ndarray) -> np.ndarray:
+    def act(observations: np.ndarray, action_mask: np.ndarray | None = None) -> np.ndarray:
         _ = loaded  # the signature reads variables that live as long as the loaded object
-        return signature(**{INPUT_NAME: tf.convert_to_tensor(observations)})[OUTPUT_NAME].numpy()
+        inputs = _inputs(observations, action_mask)
+        return signature(**{name: tf.convert_to_tensor(value) for name, value in inputs.items()})[OUTPUT_NAME].numpy()
 
     return act
+
+
+def _inputs(observations: np.ndarray, action_mask: np.ndarray | None) -> dict[str, np.ndarray]:
+    """An export's inputs by name: the observations, and the action mask as booleans when given."""
+    inputs = {INPUT_NAME: np.asarray(observations)}
+    if action_mask is not None:
+        inputs[MASK_NAME] = np.asarray(action_mask).astype(bool)
+    return inputs
 
 
 def _load_tflite(path: str) -> Callable[[np.ndarray], np.ndarray]:
@@ -232,16 +248,23 @@ def _load_tflite(path: str) -> Callable[[np.ndarray], np.ndarray]:
     litert = _require('ai_edge_litert.interpreter', 'running a tflite export')
     interpreter = litert.Interpreter(model_path=path)
     interpreter.allocate_tensors()
-    source, target = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    allocated = [tuple(source['shape'])]
+    details, target = interpreter.get_input_details(), interpreter.get_output_details()[0]
+    # By name: the converter need not keep the inputs in the signature's order.
+    sources = {name: next(each for each in details if name in each['name']) for name in (INPUT_NAME, MASK_NAME)
+               if any(name in each['name'] for each in details)}
+    allocated = {name: tuple(source['shape']) for name, source in sources.items()}
 
-    def act(observations: np.ndarray) -> np.ndarray:
-        observations = np.asarray(observations)
-        if observations.shape != allocated[0]:
-            interpreter.resize_tensor_input(source['index'], observations.shape)
+    def act(observations: np.ndarray, action_mask: np.ndarray | None = None) -> np.ndarray:
+        inputs = _inputs(observations, action_mask)
+        if set(inputs) != set(sources):
+            raise ValueError(f'this export takes {" and ".join(sources)}, got {" and ".join(inputs)}')
+        if any(value.shape != allocated[name] for name, value in inputs.items()):
+            for name, value in inputs.items():
+                interpreter.resize_tensor_input(sources[name]['index'], value.shape)
+                allocated[name] = value.shape
             interpreter.allocate_tensors()
-            allocated[0] = observations.shape
-        interpreter.set_tensor(source['index'], observations)
+        for name, value in inputs.items():
+            interpreter.set_tensor(sources[name]['index'], value)
         interpreter.invoke()
         return interpreter.get_tensor(target['index']).copy()
 
@@ -253,15 +276,15 @@ def _load_onnx(path: str) -> Callable[[np.ndarray], np.ndarray]:
     onnxruntime = _require('onnxruntime', 'running an onnx export')
     session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
 
-    def act(observations: np.ndarray) -> np.ndarray:
-        return session.run([OUTPUT_NAME], {INPUT_NAME: np.asarray(observations)})[0]
+    def act(observations: np.ndarray, action_mask: np.ndarray | None = None) -> np.ndarray:
+        return session.run([OUTPUT_NAME], _inputs(observations, action_mask))[0]
 
     return act
 
 
 def load_exported(path: str, format: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
     """Load an export with its own runtime (``format`` as :func:`format_of` reads it) and return a NumPy
-    function from a batch to its actions."""
+    function from a batch (and its action masks, for an export that takes them) to its actions."""
     format = format_of(path, format)
     _check_format(format)
     if not os.path.exists(path):
