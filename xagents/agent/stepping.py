@@ -71,13 +71,12 @@ class EnvStepping:
         the observations it returned, and ``final_step_masks``, of a step's final observations. Both stay None
         when the envs offer none, masking is off (``action_masks=False``) or the agent does not mask."""
         size = mask_size(self.envs.single_action_space)
-        if not self.action_masks or size is None:
+        if not self.action_masks or size is None or not self.masks_actions and dones is not None:
             return
         masks = self.read_masks(info)
-        if masks is not None and not self.masks_actions:
-            if dones is None:
-                logger.warning('%s offers action masks, which %s does not use: it may send actions the env forbids',
-                               env_name(self.envs), type(self).__name__)
+        if masks is not None and not self.masks_actions:  # (read at the first reset only, to say so)
+            logger.warning('%s offers action masks, which %s does not use: it may send actions the env forbids',
+                           env_name(self.envs), type(self).__name__)
             return
         if masks is not None:
             problem = check_masks(masks, self.envs.num_envs, size)

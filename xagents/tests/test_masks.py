@@ -314,3 +314,20 @@ def test_the_command_line_turns_masks_off(xagents_cli, workdir):
     status, _, error = xagents_cli('train', 'ppo', '--env', 'MaskedCount-v0', '--n-envs', '2', '--n-steps', '8',
                                    '--mini-batches', '2', '--max-steps', '32', '--no-action-masks', '--quiet')
     assert status == 0, error
+
+
+def test_play_acts_within_the_masks():
+    strict = {'env_kwargs': {'strict': True}}
+    agent = xagents.DQN(create_envs('MaskedCount-v0', n_envs=2, seed=0, **strict), seed=0, **SETTINGS['DQN'])
+    assert len(agent.play(episodes=3).returns) == 3  # a forbidden action would raise in the env
+    unmasked = xagents.DQN(create_envs('MaskedCount-v0', n_envs=2, seed=0, **strict), seed=0, action_masks=False,
+                           **SETTINGS['DQN'])
+    with pytest.raises(RuntimeError, match='forbidden action'):
+        unmasked.play(episodes=20)
+
+
+def test_an_agent_that_does_not_mask_says_so_once(caplog):
+    agent = xagents.ACER(create_envs('MaskedCount-v0', n_envs=2, seed=0), seed=0, buffer_max_size=2,
+                         buffer_initial_size=1)
+    agent.fit(max_steps=40, quiet=True)
+    assert caplog.text.count('does not use') == 1 and agent.masks is None
