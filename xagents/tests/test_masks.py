@@ -148,6 +148,29 @@ def test_on_policy_log_prob_entropy_takes_the_rollouts_masks():
     assert not np.allclose(unmasked.numpy(), log_probs.numpy())
 
 
+def test_ppo_updates_with_the_masks_it_collected_with():
+    """The rollout keeps its masks and every epoch uses them: before any step the PPO ratio is exactly 1 with
+    them (the log-probabilities match those collected), and not without."""
+    agent = make_agent('PPO')
+    agent.start_envs()
+    rollout = agent.collect()
+    n = rollout.actions.size
+    columns = (rollout.observations.reshape(n, -1), rollout.actions.reshape(n), rollout.log_probs.reshape(n),
+               np.ones(n, np.float32), np.zeros(n, np.float32))
+    masks = rollout.action_masks.reshape(n, -1)
+    assert not masks.all()
+    np.testing.assert_array_equal(masks, ALLOWED[columns[0].argmax(-1)])
+    _, metrics = agent.minibatch_loss(*columns, masks)
+    assert abs(float(metrics['approx_kl'])) < 1e-6
+    _, unmasked = agent.minibatch_loss(*columns)
+    assert float(unmasked['approx_kl']) > 1e-3
+    given = {}
+    agent.train_step = lambda *arrays, **kwargs: given.update(kwargs) or {}
+    agent.gathered = lambda: rollout
+    agent.train_once()
+    np.testing.assert_array_equal(given['action_masks'], masks)
+
+
 def fixed_q_model(weights: np.ndarray) -> tf.keras.Model:
     """Q(s) = s @ weights: with one-hot states, row s of ``weights``."""
     inputs = tf.keras.Input((N_STATES,))
