@@ -3,7 +3,8 @@
 A policy is a function from a batch of raw observations to a batch of env-ready actions; it may close
 over tf.Variables and Keras models. Every export takes observations of the env's dtype with a dynamic
 batch dimension (named ``observations``) and gives actions (named ``actions``): int64 for integer
-actions, float32 for real ones. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
+actions, float32 for real ones. An export asked for masks (``mask_size``) also takes ``action_mask``, ``(batch,
+n)`` booleans of the allowed actions. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
 interpreter is resized to each new batch size by :func:`load_exported`.
 
 Outputs are written beside ``path`` under a temporary name and renamed into place, so a killed export
