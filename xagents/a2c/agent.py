@@ -61,10 +61,10 @@ class A2C(OnPolicy):
         self.optimizer = self.make_optimizer('model', rmsprop, global_clipnorm=grad_norm)
 
     @tf.function
-    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
+    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
         with tf.GradientTape() as tape:
             params, values = self.policy_value(observations)
-            new_log_probs, entropy = self.log_prob_entropy(params, actions)
+            new_log_probs, entropy = self.log_prob_entropy(params, actions, action_masks)
             policy_loss = -tf.reduce_mean(new_log_probs * advantages)
             value_loss = tf.reduce_mean((returns - values[:, 0]) ** 2)
             entropy = tf.reduce_mean(entropy)

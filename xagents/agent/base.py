@@ -32,6 +32,7 @@ from xagents.training.run import Episode, Run
 from xagents.utils.distributions import StateDependentNoise
 from xagents.utils.envs import ENV_PARAMETERS, create_envs
 from xagents.utils.history import History
+from xagents.utils.masks import mask_kwargs, mask_size
 from xagents.utils.models import Forward, Output, build_model, check_model, is_image_space
 from xagents.utils.names import unknown_parameter
 from xagents.utils.presets import read_presets
@@ -52,6 +53,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     """
 
     supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
+    masks_actions = False  # acts and learns within action masks when the env offers them
     model_roles: tuple[str, ...] = ('model',)
     sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
     def __init_subclass__(cls, **kwargs) -> None:
@@ -72,6 +74,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         seed: int | None = None,
         normalize_observations: bool = False,
         workers: int | None = None,
+        action_masks: bool = True,
     ) -> None:
         """Check the env against the agent and set up the shared machinery.
 
@@ -87,6 +90,9 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                 the first model.
             workers: Collect experience on this many Ray workers, each with n_envs envs (the distributed
                 extra); the agent learns from workers x n_envs envs, so this sets its batch.
+            action_masks: Act only on the actions the env allows, when it says which (its action_masks(), as
+                SB3-contrib's, or info['action_mask'], as Gymnasium's Taxi): in acting, exploring and learning
+                (Discrete actions; PPO, A2C, TRPO, DQN and SAC). Off: masks are ignored, for comparison.
         """
         self.setup_observations(envs.single_observation_space, normalize_observations)
         if not isinstance(envs.single_action_space, self.supported_action_spaces):
@@ -97,6 +103,11 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             )
         self.envs = envs
         self.workers = workers
+        self.action_masks = action_masks
+        # Masks of the observations the envs last returned ((n_envs, n) booleans), and of a step's final
+        # observations; None while the envs offer none or masking is off.
+        self.masks: np.ndarray | None = None
+        self.final_step_masks: np.ndarray | None = None
         self.n_envs = envs.num_envs * (workers or 1)  # the envs the agent learns from: workers x n_envs
         self.pool: WorkerPool | None = None  # the workers of the fit in progress
         self.gamma = gamma
@@ -349,29 +360,37 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             self.sde.reset()
 
     # ---------------------------------------------------------------------------- training
-    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """Actions for a batch of observations, as the env expects them (see :meth:`env_actions`)."""
+    def act(self, observations: np.ndarray, deterministic: bool = False,
+            action_masks: np.ndarray | None = None) -> np.ndarray:
+        """Actions for a batch of observations, as the env expects them (see :meth:`env_actions`), among the
+        actions ``action_masks`` ``(B, n)`` allows (agents that mask, ``masks_actions``)."""
         raise NotImplementedError
 
     @validated
-    def predict(self, observation: np.ndarray | dict, deterministic: bool = True) -> np.ndarray:
+    def predict(self, observation: np.ndarray | dict, deterministic: bool = True,
+                action_mask: np.ndarray | None = None) -> np.ndarray:
         """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
         ``predict``), with the observation normalisation and action scaling of training; nothing learns.
         Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training;
         Dict observations come as a dict of arrays, every key one observation or every key a batch.
+        ``action_mask`` (``(n,)`` for one observation, ``(batch, n)`` for a batch; booleans or 0/1, as
+        ``info['action_mask']`` or ``env.action_masks()`` give it) keeps the actions to the allowed ones.
 
         Raises:
-            ValueError: the observation has neither the env's observation shape nor a batch of it.
+            ValueError: the observation has neither the env's observation shape nor a batch of it, or the
+                mask does not fit it or the action space, or the agent does not take masks.
         """
         observations, single = self.observation_batch(observation)
-        actions = self.act(observations, deterministic)
+        masks = None if action_mask is None else self.checked_masks(np.asarray(action_mask), len(observations))
+        actions = self.act(observations, deterministic, **mask_kwargs(masks))
         return actions[0] if single else actions
 
-    def policy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+    def policy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
         """Deterministic env-ready actions for a batch of raw observations (a dict of tensors for Dict
-        observations), in TensorFlow ops only (what :meth:`export` writes): Dict packing, observation
-        normalisation, the policy's mode, action scaling."""
-        return self.env_actions_graph(self.greedy_graph(self.normalized_graph(self.encoded_graph(observations))))
+        observations; among the actions ``action_masks`` allows), in TensorFlow ops only (what :meth:`export`
+        writes): Dict packing, observation normalisation, the policy's mode, action scaling."""
+        return self.env_actions_graph(self.greedy_graph(self.normalized_graph(self.encoded_graph(observations)),
+                                                        **mask_kwargs(action_masks)))
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         """The policy's deterministic actions (inside the agent: indices, or ``[-1, 1]`` / raw Box
@@ -390,7 +409,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         return actions
 
     @validated
-    def export(self, path: str, format: str | None = None) -> str:
+    def export(self, path: str, format: str | None = None, action_mask: bool = False) -> str:
         """Write the deterministic policy as a standalone model at ``path``: raw observations in,
         env-ready actions out, normalisation and action scaling inside.
 
@@ -398,13 +417,18 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             path: File (tflite, onnx) or directory (saved_model) to write; it must not exist.
             format: saved_model, tflite or onnx (the last two need pip install 'xagents[export]');
                 default: from the path, onnx for .onnx, tflite for .tflite, else saved_model.
+            action_mask: The export takes a second input, action_mask: (batch, n) booleans of the allowed
+                actions (Discrete actions of PPO, A2C, TRPO, DQN and SAC).
 
         Returns:
             ``path``.
         """
         from xagents.utils.export import export_policy
 
-        return export_policy(self.policy_graph, self.envs.single_observation_space, path, format)
+        size = mask_size(self.envs.single_action_space) if action_mask else None
+        if action_mask:
+            self.checked_masks(np.ones((1, size or 0), bool), 1)  # refuses agents and spaces without masks
+        return export_policy(self.policy_graph, self.envs.single_observation_space, path, format, size)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """The agent's actions as the env takes them; the one place they are converted.

@@ -12,6 +12,7 @@ from xagents.agent.base import BaseAgent
 from xagents.utils.buffers import ReplayBuffer
 from xagents.utils.prioritized import PrioritizedReplayBuffer
 from xagents.utils.envs import frame_stacked
+from xagents.utils.masks import mask_kwargs as masked, random_valid
 from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model, check_model, is_image_space
 from xagents.utils.observations import DictObservations
@@ -37,6 +38,10 @@ class OffPolicy(BaseAgent):
 
     Box actions live in ``[-1, 1]`` inside the agent and the buffer and are scaled to the env's
     bounds when sent. Small MLP policies act in NumPy on a copy of their weights.
+
+    With action masks (discrete agents), every action taken, random ones included, is an allowed one, and the
+    buffer keeps each observation's mask so that targets run over the actions allowed in the next state:
+    ``train_step`` then gets ``action_masks`` and ``next_action_masks`` ``(batch, n)``.
 
     Subclasses build their models (targets through :meth:`build_target`), set ``metric_names``
     (the scalars their ``train_step`` reports), ``target_update_interval`` if not 1, and implement
@@ -202,8 +207,11 @@ class OffPolicy(BaseAgent):
         return tf.concat([flat, actions], -1)
 
     # ------------------------------------------------------------------------ acting
-    def random_actions(self) -> np.ndarray:
-        """Uniform random actions for every env: indices, or points of ``[-1, 1]^d``."""
+    def random_actions(self, action_masks: np.ndarray | None = None) -> np.ndarray:
+        """Uniform random actions for every env: indices (among those ``action_masks`` allow), or points of
+        ``[-1, 1]^d``."""
+        if action_masks is not None:
+            return random_valid(self.rng, action_masks)
         if self.discrete:
             return self.rng.integers(0, self.n_actions, self.envs.num_envs)
         shape = (self.envs.num_envs,) + self.buffer.action_space.shape
@@ -231,22 +239,28 @@ class OffPolicy(BaseAgent):
         """Actions in the agent's space; ``act`` scales them for the env."""
         raise NotImplementedError
 
-    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        observations = self.normalized(observations)
+    def act(self, observations: np.ndarray, deterministic: bool = False,
+            action_masks: np.ndarray | None = None) -> np.ndarray:
+        observations, masks = self.normalized(observations), masked(action_masks)
         if deterministic:
-            return self.env_actions(self.policy(observations, True))
-        return self.env_actions(self.explore(observations))
+            return self.env_actions(self.policy(observations, True, **masks))
+        return self.env_actions(self.explore(observations, **masks))
 
     # ---------------------------------------------------------------------- training
     def explore_step(self) -> tuple[np.ndarray, ...]:
         """One vector step with training actions; the transition as the buffer takes it (observations raw:
         they are normalised with the statistics of each update)."""
-        observations = self.observations
+        observations, masks = self.observations, self.masks
         seen = self.observe(observations)
-        actions = self.random_actions() if self.steps < self.start_steps else self.explore(seen)
+        if self.steps < self.start_steps:
+            actions = self.random_actions(masks)
+        else:
+            actions = self.explore(seen, **masked(masks))
         next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
         self.observations, self.episode_starts = next_observations, terminated | truncated
-        return observations, actions, rewards, finals, terminated, truncated
+        transition = observations, actions, rewards, finals, terminated, truncated
+        # With masks: those of the observations and of the final ones, what targets bootstrap over.
+        return transition if masks is None else (*transition, masks, self.final_step_masks)
 
     def collect(self, vector_steps: int) -> tuple[tuple[np.ndarray, ...], np.ndarray | None]:
         """A worker's segment: ``vector_steps`` transitions of every env, stacked ``(vector_steps, n_envs, ...)``,
@@ -265,17 +279,22 @@ class OffPolicy(BaseAgent):
             transitions, values = segment.experience
             for t, transition in enumerate(zip(*transitions)):
                 if values is None:
-                    self.buffer.add(*transition, columns=columns)
+                    self.store(transition, columns=columns)
                 else:  # Ape-X: priorities from the worker's estimates, not the running max
-                    self.buffer.add(*transition, columns=columns, values=values[:, t])
+                    self.store(transition, columns=columns, values=values[:, t])
             self.take_segments([segment], per_worker)
         else:
             self.start_collection()
             for _ in range(self.update_every // self.n_envs):
-                self.buffer.add(*self.explore_step())
+                self.store(self.explore_step())
         if self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after:
             return {}
         return self.update()
+
+    def store(self, transition: tuple, **kwargs) -> None:
+        """Add one of :meth:`explore_step`'s transitions to the buffer (its masks, if any, by name)."""
+        masks = dict(zip(('action_masks', 'next_action_masks'), transition[6:]))
+        self.buffer.add(*transition[:6], **masks, **kwargs)
 
     def worker_models(self) -> list[tf.keras.Model]:
         # With prioritised replay a worker also estimates its transitions' TD errors: it needs every model.
@@ -291,15 +310,17 @@ class OffPolicy(BaseAgent):
         observations, actions, _, next_observations = transitions[:4]
         shape = actions.shape[:2]
         flat = [np.reshape(array, (-1, *np.shape(array)[2:])) for array in (observations, actions, next_observations)]
+        next_masks = {} if len(transitions) < 8 else {
+            'next_action_masks': np.reshape(transitions[7], (-1, transitions[7].shape[-1]))}
         values = self.compiled_estimates(self.normalized(flat[0]), flat[1].astype(self.buffer.action_space.dtype),
-                                         self.normalized(flat[2]))
+                                         self.normalized(flat[2]), **next_masks)
         return values.numpy().reshape(2, *shape)
 
     @functools.cached_property
     def compiled_estimates(self):
         """``(Q(s, a), V(s'))`` of a batch as one graph (see :meth:`estimates`)."""
-        return tf.function(lambda observations, actions, next_observations: tf.stack([
-            self.action_values(observations, actions)[0], self.next_values(next_observations)]))
+        return tf.function(lambda observations, actions, next_observations, **masks: tf.stack([
+            self.action_values(observations, actions)[0], self.next_values(next_observations, **masks)]))
 
     def worker_settings(self) -> dict:
         size = self.envs.num_envs * (self.return_steps + 8)  # a small buffer: workers only act
@@ -315,7 +336,9 @@ class OffPolicy(BaseAgent):
         batch = batch._replace(observations=self.normalized(batch.observations),
                                next_observations=self.normalized(batch.next_observations))
         arrays = [array.reshape(shape + array.shape[1:]) for array in batch[:6]]
-        metrics, td_errors = self.compiled_train_steps(*arrays)
+        masks = {} if batch.action_masks is None else {
+            name: getattr(batch, name).reshape(shape + (-1,)) for name in ('action_masks', 'next_action_masks')}
+        metrics, td_errors = self.compiled_train_steps(*arrays, **masks)
         if self.prioritized:
             self.buffer.update_priorities(batch.indices, td_errors.numpy().ravel())
         self.on_weights_changed()
@@ -330,8 +353,9 @@ class OffPolicy(BaseAgent):
             jit_compile = bool(cfg_models) and all(map(NumpyForward.supports, cfg_models))
         return tf.function(self.train_steps, jit_compile=jit_compile)
 
-    def train_steps(self, observations, actions, rewards, next_observations, discounts, weights):
-        """Run ``train_step`` on each of the ``(gradient_steps, batch, ...)`` batches in the graph.
+    def train_steps(self, observations, actions, rewards, next_observations, discounts, weights, **masks):
+        """Run ``train_step`` on each of the ``(gradient_steps, batch, ...)`` batches in the graph (with the
+        batches' ``action_masks`` and ``next_action_masks`` when the buffer holds masks).
 
         Returns:
             The last step's metrics and the TD errors ``(gradient_steps, batch)`` (priorities).
@@ -341,7 +365,8 @@ class OffPolicy(BaseAgent):
         td_errors = tf.TensorArray(tf.float32, size=steps)
         for g in tf.range(steps):
             step_metrics, errors = self.train_step(observations[g], actions[g], rewards[g],
-                                                   next_observations[g], discounts[g], weights[g])
+                                                   next_observations[g], discounts[g], weights[g],
+                                                   **{name: masks[name][g] for name in masks})
             metrics = {name: tf.cast(step_metrics[name], tf.float32) for name in self.metric_names}
             td_errors = td_errors.write(g, tf.cast(errors, tf.float32))
             self.gradient_updates.assign_add(1)

@@ -9,6 +9,7 @@ from gymnasium.wrappers.utils import RunningMeanStd
 from xagents.agent.base import BaseAgent, flat_actions
 from xagents.utils.buffers import Rollout, RolloutBuffer
 from xagents.utils.distributions import DiagGaussian, StateDependentNoise, distribution_for
+from xagents.utils.masks import masked_logits, masked_logits_np
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Output
 from xagents.utils.quiet_tensorflow import tf
@@ -23,9 +24,12 @@ class OnPolicy(BaseAgent):
     Truncated episodes are bootstrapped: ``gamma * V(final observation)`` joins the last reward.
     Actions may be Discrete, Box, MultiDiscrete (independent categoricals, one per sub-space) or
     MultiBinary (independent Bernoullis, one per bit); see :func:`xagents.utils.distributions.distribution_for`.
+    With action masks, masked logits (:func:`xagents.utils.masks.masked_logits`) are what actions are drawn
+    from and what log-probabilities and entropies are computed from, in collection and in every epoch.
     """
 
     supported_action_spaces = (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+    masks_actions = True
 
     def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
                  normalize_rewards: bool = False, log_std_init: float = 0.0, use_sde: bool = False,
@@ -107,8 +111,9 @@ class OnPolicy(BaseAgent):
         params, values, *features = self.model(observations)
         return (params, *features) if features else params, values
 
-    def sample_actions(self, params, deterministic: bool = False):
-        """Actions drawn from the distributions of ``params`` (their modes if ``deterministic``), with their log-probabilities."""
+    def sample_actions(self, params, deterministic: bool = False, masks: np.ndarray | None = None):
+        """Actions drawn from the distributions of ``params`` (their modes if ``deterministic``) within the action
+        ``masks`` ``(B, n)`` if given, with their log-probabilities."""
         if self.sde:
             mean, features = params
             if deterministic:
@@ -118,10 +123,10 @@ class OnPolicy(BaseAgent):
             return self.distribution.with_log_probs(mean + noise, noise * np.exp(-log_std), log_std)
         if self.log_std_np is not None:
             return self.distribution.sample_np(params, self.log_std_np, self.rng, deterministic)
-        return self.distribution.sample_np(params, self.rng, deterministic)
+        return self.distribution.sample_np(masked_logits_np(params, masks), self.rng, deterministic)
 
-    def log_prob_entropy(self, params, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """Graph-mode log-probabilities of ``actions`` and entropies under ``params``."""
+    def log_prob_entropy(self, params, actions: tf.Tensor, masks: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+        """Graph-mode log-probabilities of ``actions`` and entropies under ``params`` (within ``masks``)."""
         if isinstance(self.distribution, DiagGaussian):
             log_std = self.models[self.model_roles[0]].log_std  # the policy's
             if self.sde:
@@ -129,10 +134,12 @@ class OnPolicy(BaseAgent):
                 log_std = StateDependentNoise.log_std(features, log_std)
             return (self.distribution.log_prob(params, log_std, actions),
                     self.distribution.entropy(params, log_std))
+        params = masked_logits(params, masks)
         return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
 
-    def act(self, observations: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        actions, _ = self.sample_actions(self.forward(self.normalized(observations))[0], deterministic)
+    def act(self, observations: np.ndarray, deterministic: bool = False,
+            action_masks: np.ndarray | None = None) -> np.ndarray:
+        actions, _ = self.sample_actions(self.forward(self.normalized(observations))[0], deterministic, action_masks)
         return self.env_actions(actions)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -140,9 +147,9 @@ class OnPolicy(BaseAgent):
             return self.distribution.clip(actions)
         return super().env_actions(actions)
 
-    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
         params = tf.nest.flatten(self.models[self.model_roles[0]](observations))[0]  # (the means with gSDE)
-        return self.distribution.mode(params)
+        return self.distribution.mode(masked_logits(params, action_masks))  # (masks come for Discrete actions only)
 
     def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
         if isinstance(self.distribution, DiagGaussian):
@@ -158,7 +165,8 @@ class OnPolicy(BaseAgent):
         for t in range(self.n_steps):
             observations = self.observe(self.observations)
             params, values = self.forward(observations)
-            actions, log_probs = self.sample_actions(params)
+            rollout.store_masks(t, self.masks)
+            actions, log_probs = self.sample_actions(params, masks=self.masks)
             next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
             rollout.observations[t] = observations
             rollout.actions[t] = actions
@@ -193,16 +201,19 @@ class OnPolicy(BaseAgent):
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_values,
                                   self.gamma, self.lam)
         n = self.n_steps * self.n_envs
+        masks = rollout.action_masks
         metrics = self.train_step(
             rollout.observations.reshape(n, *rollout.observations.shape[2:]),
             rollout.actions.reshape(n, *rollout.actions.shape[2:]),
             rollout.log_probs.reshape(n),
             advantages.reshape(n),
             returns.reshape(n),
+            **({} if masks is None else {'action_masks': masks.reshape(n, -1)}),
         )
         self.on_weights_changed()
         return metrics
 
-    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
-        """One update from a flattened rollout (a ``tf.function`` in each agent)."""
+    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
+        """One update from a flattened rollout (a ``tf.function`` in each agent); ``action_masks`` ``(B, n)``
+        when the envs gave masks."""
         raise NotImplementedError

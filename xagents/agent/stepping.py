@@ -1,15 +1,21 @@
 """EnvStepping: how an agent steps its vector envs while training: the first reset, each vector step (actions
 converted for the env, every value checked where it enters, finished episodes noted with the game's own score)
-and the bootstrap of a truncated episode's last reward."""
+the action masks the envs give, and the bootstrap of a truncated episode's last reward."""
 from __future__ import annotations
 
+import logging
 import time
+from typing import Callable
 
+import gymnasium as gym
 import numpy as np
 
 from xagents.training.distributed import WorkerPool
 from xagents.training.run import Episode
-from xagents.utils.envs import EpisodeScores, check_finite, env_call
+from xagents.utils.envs import EnvError, EpisodeScores, check_finite, env_call, env_name
+from xagents.utils.masks import MaskReader, check_masks, final_masks, mask_size
+
+logger = logging.getLogger('xagents')
 
 
 class EnvStepping:
@@ -27,9 +33,11 @@ class EnvStepping:
         elif not self.training_started:
             self.episode_scores = EpisodeScores(self.envs)
             with env_call(self.envs, 'reset', self.steps):
-                observations = self.envs.reset(seed=self.seed if seed is None else seed)[0]
+                observations, info = self.envs.reset(seed=self.seed if seed is None else seed)
             check_finite(self.envs, self.steps, **self.named_observations(observations, 'observation'))
             self.observations = self.encoded(observations)
+            self.read_masks = MaskReader(self.envs)
+            self.take_masks(info)
             self.training_started = True
 
     def step_envs(self, actions: np.ndarray):
@@ -38,7 +46,8 @@ class EnvStepping:
         Returns:
             ``(next_observations, rewards, terminated, truncated, final_observations)`` where
             ``final_observations`` equals ``next_observations`` except for envs whose episode
-            ended, which hold the episode's true final observation.
+            ended, which hold the episode's true final observation. The action masks of both, when the envs
+            give them, are left in ``masks`` and ``final_step_masks`` (see :meth:`take_masks`).
         """
         with env_call(self.envs, 'step', self.steps):
             next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
@@ -67,8 +76,9 @@ class EnvStepping:
         return self.noted(next_observations, rewards, terminated, truncated, final_observations, info)
 
     def noted(self, next_observations, rewards, terminated, truncated, final_observations, info) -> tuple:
-        """:meth:`step_envs`'s results, after noting the episodes the step finished."""
+        """:meth:`step_envs`'s results, after noting the action masks and the episodes the step finished."""
         dones = terminated | truncated
+        self.take_masks(info, dones)
         _, scores, _ = self.episode_scores.update(rewards, dones, info)
         if len(scores):
             now = time.perf_counter()
@@ -81,6 +91,45 @@ class EnvStepping:
         if isinstance(observations, dict):
             return {f'{name}[{key!r}]': np.asarray(value) for key, value in observations.items()}
         return {name: observations}
+
+    def take_masks(self, info: dict, dones: np.ndarray | None = None) -> None:
+        """Note the action masks a reset or step gave with ``info`` (see :mod:`xagents.utils.masks`): ``masks``, of
+        the observations it returned, and ``final_step_masks``, of a step's final observations. Both stay None
+        when the envs offer none, masking is off (``action_masks=False``) or the agent does not mask."""
+        size = mask_size(self.envs.single_action_space)
+        if not self.action_masks or size is None or not self.masks_actions and dones is not None:
+            return
+        masks = self.read_masks(info)
+        if masks is not None and not self.masks_actions:  # (read at the first reset only, to say so)
+            logger.warning('%s offers action masks, which %s does not use: it may send actions the env forbids',
+                           env_name(self.envs), type(self).__name__)
+            return
+        if masks is not None:
+            problem = check_masks(masks, self.envs.num_envs, size)
+            if problem:
+                raise EnvError(f'{env_name(self.envs)} at env step {self.steps:,}: {problem}')
+        self.masks = masks
+        self.final_step_masks = masks if masks is None or dones is None else final_masks(masks, info, dones)
+
+    def mask_reader(self, envs: gym.vector.VectorEnv | gym.Env) -> Callable[[dict], np.ndarray | None]:
+        """What reads the action masks of ``envs`` (or a single env) from a reset's or step's info for :meth:`act`:
+        a :class:`~xagents.utils.masks.MaskReader`, or None for every info when the agent acts without masks."""
+        space = envs.single_action_space if isinstance(envs, gym.vector.VectorEnv) else envs.action_space
+        if self.action_masks and self.masks_actions and mask_size(space) is not None:
+            return MaskReader(envs)
+        return lambda info: None
+
+    def checked_masks(self, masks: np.ndarray, batch: int) -> np.ndarray:
+        """``masks`` given for ``batch`` observations as ``(batch, n)`` booleans, or a one-line ValueError."""
+        size = mask_size(self.envs.single_action_space)
+        if not self.masks_actions or size is None:
+            raise ValueError(f'{type(self).__name__} on {self.envs.single_action_space} takes no action mask: '
+                             'masks are for the Discrete actions of PPO, A2C, TRPO, DQN and SAC')
+        masks = masks.reshape(1, -1) if masks.ndim == 1 and batch == 1 else masks
+        problem = check_masks(masks.astype(bool), batch, size)
+        if problem:
+            raise ValueError(problem)
+        return masks.astype(bool)
 
     def bootstrapped(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                      finals: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from xagents.agent.off_policy import OffPolicy
 from xagents.training.distributed import apex_exponent
+from xagents.utils.masks import masked_logits, masked_logits_np, random_valid
 from xagents.utils.models import Output
 
 
@@ -21,7 +22,11 @@ class DQN(OffPolicy):
     ``dueling`` builds Q = V + A - mean(A) from the two heads of a dueling cfg (Wang et al. 2016,
     https://arxiv.org/abs/1511.06581). The target network is copied every
     ``target_update_interval`` gradient steps (``tau`` < 1 averages it instead).
+    With action masks the greedy action, the epsilon-random one (uniform over the allowed actions) and the
+    target's ``argmax_a'`` (of either network) run over the allowed actions only, those of ``s'`` for the target.
     """
+
+    masks_actions = True
 
     supported_action_spaces = (gym.spaces.Discrete,)
     model_roles = ('model', 'target_model')
@@ -102,15 +107,18 @@ class DQN(OffPolicy):
             return value + advantage - advantage.mean(-1, keepdims=True)
         return outputs[0]
 
-    def policy(self, observations: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        return self.q_values_np(observations).argmax(-1)
+    def policy(self, observations: np.ndarray, deterministic: bool = True,
+               action_masks: np.ndarray | None = None) -> np.ndarray:
+        return masked_logits_np(self.q_values_np(observations), action_masks).argmax(-1)
 
-    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
-        return tf.argmax(self.q_values(self.model, observations), -1)
+    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
+        return tf.argmax(masked_logits(self.q_values(self.model, observations), action_masks), -1)
 
-    def explore(self, observations: np.ndarray) -> np.ndarray:
-        greedy = self.policy(observations)
+    def explore(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
+        greedy = self.policy(observations, action_masks=action_masks)
         explore = self.rng.random(len(greedy)) < self.epsilon
+        if action_masks is not None:
+            return np.where(explore, random_valid(self.rng, action_masks), greedy)
         return np.where(explore, self.rng.integers(0, self.n_actions, len(greedy)), greedy)
 
     def q_values(self, model: tf.keras.Model, observations: tf.Tensor) -> tf.Tensor:
@@ -123,17 +131,18 @@ class DQN(OffPolicy):
     def action_values(self, observations, actions):
         return tf.gather(self.q_values(self.model, observations), actions, batch_dims=1)[None]
 
-    def next_values(self, next_observations):
-        """``Q_targ(s', argmax_a' Q_pick(s', a'))``."""
+    def next_values(self, next_observations, next_action_masks=None):
+        """``Q_targ(s', argmax_a' Q_pick(s', a'))``, the argmax over the actions ``next_action_masks`` allows."""
         next_q = self.q_values(self.target_model, next_observations)
         if self.double:
-            next_actions = tf.argmax(self.q_values(self.model, next_observations), -1)
+            next_actions = tf.argmax(masked_logits(self.q_values(self.model, next_observations), next_action_masks), -1)
         else:
-            next_actions = tf.argmax(next_q, -1)
+            next_actions = tf.argmax(masked_logits(next_q, next_action_masks), -1)
         return tf.gather(next_q, next_actions, batch_dims=1)
 
-    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
-        targets = rewards + discounts * self.next_values(next_observations)
+    def train_step(self, observations, actions, rewards, next_observations, discounts, weights,
+                   action_masks=None, next_action_masks=None):
+        targets = rewards + discounts * self.next_values(next_observations, next_action_masks)
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             q = self.action_values(observations, actions)[0]

@@ -62,10 +62,10 @@ class PPO(OnPolicy):
         self.model = self.build_actor_critic(model)
         self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
 
-    def minibatch_loss(self, observations, actions, old_log_probs, advantages, returns):
-        """Clipped surrogate, value and entropy terms for one minibatch."""
+    def minibatch_loss(self, observations, actions, old_log_probs, advantages, returns, action_masks=None):
+        """Clipped surrogate, value and entropy terms for one minibatch (within its action masks, if any)."""
         params, values = self.policy_value(observations)
-        log_probs, entropy = self.log_prob_entropy(params, actions)
+        log_probs, entropy = self.log_prob_entropy(params, actions, action_masks)
         if self.normalize_advantages:
             advantages = standardized(advantages)
         log_ratio = log_probs - old_log_probs
@@ -81,13 +81,14 @@ class PPO(OnPolicy):
                       'approx_kl': approx_kl}
 
     @tf.function
-    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
+    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
         variables = self.model.trainable_variables
+        columns = (observations, actions, log_probs, advantages, returns) + (
+            () if action_masks is None else (action_masks,))
 
         def minibatch(indices):
             with tf.GradientTape() as tape:
-                loss, metrics = self.minibatch_loss(*(tf.gather(samples, indices) for samples in (
-                    observations, actions, log_probs, advantages, returns)))
+                loss, metrics = self.minibatch_loss(*(tf.gather(samples, indices) for samples in columns))
             # KL early stop (target_kl): the minibatch that crosses it is not applied, nor the rest.
             stop = tf.constant(False) if self.target_kl is None else metrics['approx_kl'] > 1.5 * self.target_kl
             if not stop:

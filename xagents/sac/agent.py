@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from xagents.agent.off_policy import OffPolicy
 from xagents.utils.distributions import Categorical, StateDependentNoise
+from xagents.utils.masks import masked_logits, masked_logits_np
 from xagents.utils.models import Output
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 and Spinning Up clamp them
@@ -48,7 +49,12 @@ class SAC(OffPolicy):
         actor loss = E[sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a))]
         alpha loss = -E[log alpha * (sum_a pi(a|s) log pi(a|s) + target_entropy)]
     ``R`` and ``discount`` come from the buffer (n-step return, 0 after a termination).
+    With action masks the softmax runs over the allowed actions (masked logits), in acting and in every
+    expectation (the next state's mask in the target); the entropy aimed at in a state with ``k`` allowed
+    actions is ``target_entropy * log(k) / log(n)`` (0.98 log k by default), which its policy can reach.
     """
+
+    masks_actions = True
 
     model_roles = ('actor', 'critic', 'target_critic', 'alpha')
     metric_names = ('critic_loss', 'actor_loss', 'alpha_loss', 'alpha', 'entropy')
@@ -133,12 +139,13 @@ class SAC(OffPolicy):
         self.actor_forward = self.acting(self.actor)
 
     # ------------------------------------------------------------------------ acting
-    def policy(self, observations: np.ndarray, deterministic: bool) -> np.ndarray:
+    def policy(self, observations: np.ndarray, deterministic: bool,
+               action_masks: np.ndarray | None = None) -> np.ndarray:
         if self.use_sde:
             return self.sde_policy(observations, deterministic)
         outputs = self.actor_forward(observations)[0]
         if self.discrete:
-            return self.categorical.sample_np(outputs, self.rng, deterministic)[0]
+            return self.categorical.sample_np(masked_logits_np(outputs, action_masks), self.rng, deterministic)[0]
         dim = outputs.shape[-1] // 2
         mean, log_std = outputs[:, :dim], outputs[:, dim:]
         if deterministic:
@@ -154,16 +161,16 @@ class SAC(OffPolicy):
             return np.tanh(mean)
         return np.tanh(mean + self.sde.noise(features, self.actor.sde_log_std.numpy(), self.rng))
 
-    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
         outputs = self.actor(observations)
         if self.discrete:
-            return tf.argmax(outputs, -1)
+            return tf.argmax(masked_logits(outputs, action_masks), -1)
         if self.use_sde:
             return tf.tanh(tf.clip_by_value(outputs[0], -SDE_MEAN_BOUND, SDE_MEAN_BOUND))
         return tf.tanh(tf.split(outputs, 2, axis=-1)[0])
 
-    def explore(self, observations: np.ndarray) -> np.ndarray:
-        return self.policy(observations, deterministic=False)
+    def explore(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
+        return self.policy(observations, False, action_masks)
 
     # ---------------------------------------------------------------------- learning
     def squashed_gaussian(self, observations: tf.Tensor, sde_noise: tf.Tensor | None = None
@@ -201,24 +208,26 @@ class SAC(OffPolicy):
             return tf.reduce_sum(self.q_values(self.critic, observations) * tf.one_hot(actions, self.n_actions), -1)
         return self.q_values(self.critic, observations, actions)
 
-    def next_values(self, next_observations, sde_noise: tf.Tensor | None = None):
+    def next_values(self, next_observations, sde_noise: tf.Tensor | None = None, next_action_masks=None):
         """Soft values ``min_i Q_targ_i(s', a') - alpha log pi(a'|s')``: of one ``a' ~ pi(.|s')`` for Box
         actions (with gSDE, drawn with ``sde_noise``, or a matrix of its own), their expectation over
-        ``pi(.|s')`` for discrete ones."""
+        ``pi(.|s')`` for discrete ones (over the actions ``next_action_masks`` allows)."""
         alpha = tf.exp(self.log_alpha)
         if self.discrete:
-            next_log_probs = tf.nn.log_softmax(self.actor(next_observations))
+            next_log_probs = tf.nn.log_softmax(masked_logits(self.actor(next_observations), next_action_masks))
             next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations), 0)
-            return tf.reduce_sum(tf.exp(next_log_probs) * (next_q - alpha * next_log_probs), -1)
+            return expectation(next_log_probs, next_q - alpha * next_log_probs, next_action_masks)
         if sde_noise is None:
             sde_noise = self.draw_sde_noise()
         next_actions, next_log_probs = self.squashed_gaussian(next_observations, sde_noise)
         next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
         return next_q - alpha * next_log_probs
 
-    def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
+    def train_step(self, observations, actions, rewards, next_observations, discounts, weights,
+                   action_masks=None, next_action_masks=None):
         if self.discrete:
-            return self.discrete_train_step(observations, actions, rewards, next_observations, discounts, weights)
+            return self.discrete_train_step(observations, actions, rewards, next_observations, discounts, weights,
+                                            action_masks, next_action_masks)
         alpha = tf.exp(self.log_alpha)
         sde_noise = self.draw_sde_noise()  # the same matrix for the target's and the actor's actions
         targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations, sde_noise))
@@ -239,10 +248,11 @@ class SAC(OffPolicy):
                    'alpha': alpha, 'entropy': -tf.reduce_mean(log_probs)}
         return metrics, td_errors[0]
 
-    def discrete_train_step(self, observations, actions, rewards, next_observations, discounts, weights):
-        """The discrete-action update (Christodoulou 2019): exact expectations over actions."""
+    def discrete_train_step(self, observations, actions, rewards, next_observations, discounts, weights,
+                            action_masks=None, next_action_masks=None):
+        """The discrete-action update (Christodoulou 2019): exact expectations over (the allowed) actions."""
         alpha = tf.exp(self.log_alpha)
-        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations))
+        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations, None, next_action_masks))
         critic_variables = self.critic.trainable_variables
         with tf.GradientTape() as tape:
             td_errors = self.action_values(observations, actions) - targets
@@ -252,21 +262,39 @@ class SAC(OffPolicy):
         q = tf.stop_gradient(tf.reduce_min(self.q_values(self.critic, observations), 0))
         actor_variables = self.actor.trainable_variables
         with tf.GradientTape() as tape:
-            log_probs = tf.nn.log_softmax(self.actor(observations))
-            probs = tf.exp(log_probs)
-            actor_loss = tf.reduce_mean(tf.reduce_sum(probs * (alpha * log_probs - q), -1))
+            log_probs = tf.nn.log_softmax(masked_logits(self.actor(observations), action_masks))
+            actor_loss = tf.reduce_mean(expectation(log_probs, alpha * log_probs - q, action_masks))
         self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables), actor_variables))
-        expected_log_probs = tf.reduce_sum(probs * log_probs, -1)
-        alpha_loss = self.update_alpha(expected_log_probs)
+        expected_log_probs = expectation(log_probs, log_probs, action_masks)
+        alpha_loss = self.update_alpha(expected_log_probs, self.reachable_entropy(action_masks))
         metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'alpha_loss': alpha_loss,
                    'alpha': alpha, 'entropy': -tf.reduce_mean(expected_log_probs)}
         return metrics, td_errors[0]
 
-    def update_alpha(self, log_probs: tf.Tensor) -> tf.Tensor:
+    def reachable_entropy(self, action_masks=None):
+        """The entropy aimed at: ``target_entropy``, or per sample ``target_entropy * log(k) / log(n)`` in states
+        with ``k`` of ``n`` actions allowed (the maximum entropy there is ``log k``, and an unreachable target would
+        raise alpha without end)."""
+        if action_masks is None or self.n_actions < 2:
+            return self.target_entropy
+        allowed = tf.reduce_sum(tf.cast(action_masks, tf.float32), -1)
+        return self.target_entropy * tf.math.log(allowed) / math.log(self.n_actions)
+
+    def update_alpha(self, log_probs: tf.Tensor, target_entropy=None) -> tf.Tensor:
         """One step on ``-E[log alpha * (log pi + target_entropy)]`` (a no-op for a fixed alpha)."""
         if not self.auto_alpha:
             return tf.constant(0.0)
+        target_entropy = self.target_entropy if target_entropy is None else target_entropy
         with tf.GradientTape() as tape:
-            alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_probs + self.target_entropy))
+            alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_probs + target_entropy))
         self.alpha_optimizer.apply_gradients([(tape.gradient(alpha_loss, self.log_alpha), self.log_alpha)])
         return alpha_loss
+
+
+def expectation(log_probs: tf.Tensor, values: tf.Tensor, action_masks=None) -> tf.Tensor:
+    """``sum_a pi(a) values(a)`` ``(batch,)`` of ``pi = exp(log_probs)``, over the actions ``action_masks`` allows
+    (a masked action's ``pi`` is 0 and its ``values`` may be huge: left out rather than multiplied)."""
+    terms = tf.exp(log_probs) * values
+    if action_masks is not None:
+        terms = tf.where(tf.cast(action_masks, tf.bool), terms, tf.zeros_like(terms))
+    return tf.reduce_sum(terms, -1)

@@ -412,3 +412,25 @@ def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(work
     lines = result.stderr.strip().splitlines()
     assert lines == ['xagents train ppo: error: collecting with workers needs the ray package: pip install '
                      "'ray>=2.50'"]  # this xagents' extra, not the package index's older xagents
+
+
+@pytest.mark.parametrize('agent_class, settings', [
+    (PPO, {'n_steps': 8, 'mini_batches': 2}),
+    (DQN, {'buffer_initial_size': 40, 'buffer_batch_size': 8, 'update_every': 4, 'prioritized': True,
+           'return_steps': 2, 'epsilon_decay_steps': 100}),
+])
+def test_workers_act_within_the_action_masks_and_the_learner_gets_them(agent_class, settings, cluster):
+    """Workers read their envs' masks as a local run does: an env that raises on a forbidden action never does,
+    and the learner's rollouts and buffer (Ape-X estimates included) carry the masks."""
+    from xagents.utils.envs import create_envs
+
+    envs = create_envs('xagents.tests.test_masks:MaskedCount-v0', n_envs=2, seed=0, env_kwargs={'strict': True})
+    agent = agent_class(envs, seed=0, workers=2, **settings)
+    gathered, masked = agent.gathered, []
+    if agent_class is PPO:
+        agent.gathered = lambda: masked.append(gathered()) or masked[-1]
+    agent.fit(max_steps=200, quiet=True, ray_address=cluster)
+    if agent_class is DQN:
+        assert agent.buffer._masks is not None and not agent.buffer._masks.all()
+    else:
+        assert masked and all(rollout.action_masks is not None for rollout in masked)

@@ -199,6 +199,7 @@ def test_can_i_use_says_what_the_agent_takes(agent, tmp_path):
     assert table['gSDE (`use_sde`)'] == [takes(cls, continuous, use_sde=True)]
     assert table['prioritised replay, n-step returns'] == [takes(cls, any_env, prioritized=True, return_steps=2)]
     assert table['Atari (Nature CNN)'] == [takes(cls, 'PongNoFrameskip-v4')]
+    assert table['action masks (`action_masks`)'] == [cls.masks_actions and gym.spaces.Discrete in supports]
     plain = built(cls, any_env)
     try:
         plain.save(str(tmp_path / 'saved'), include_buffer=True)

@@ -292,6 +292,8 @@ def worker_arguments(agent: BaseAgent) -> tuple[dict, dict]:
 def join(parts: list) -> Any:
     """Worker experiences joined along the env axis: axis 1 of ``(T, n_envs, ...)`` arrays, 0 of ``(n_envs,)``."""
     first = parts[0]
+    if first is None:  # a field no worker filled (action masks of envs that give none)
+        return None
     if isinstance(first, tuple):
         return type(first)(*(join([part[i] for part in parts]) for i in range(len(first))))  # a NamedTuple
     return np.concatenate(parts, axis=1 if np.ndim(first) > 1 else 0)

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from xagents.utils.envs import EpisodeScores, as_vector_env, create_envs, env_call, env_spec, settings_for
+from xagents.utils.masks import mask_kwargs
 from xagents.utils.validation import validated
 
 logger = logging.getLogger('xagents')
@@ -84,11 +85,15 @@ def evaluate(
         counts = np.zeros(n, np.int64)
         returns, lengths = [], []
         scores = EpisodeScores(envs)
+        read_masks = agent.mask_reader(envs)  # the action masks the env gives, when the agent acts within them
         with env_call(envs, 'reset (evaluation)', None):
-            observations = envs.reset(seed=seed)[0]
+            observations, info = envs.reset(seed=seed)
+        masks = read_masks(info)
         while (counts < targets).any():
             with env_call(envs, 'step (evaluation)', None):
-                observations, rewards, terminated, truncated, info = envs.step(agent.act(agent.encoded(observations), deterministic))
+                actions = agent.act(agent.encoded(observations), deterministic, **mask_kwargs(masks))
+                observations, rewards, terminated, truncated, info = envs.step(actions)
+            masks = read_masks(info)
             ended, ended_returns, ended_lengths = scores.update(rewards, terminated | truncated, info)
             cut = scores.lengths >= limit if limit and not scores.recorded else None
             if cut is not None and cut.any():  # an env of the user's: cut here, the return so far counts
@@ -96,7 +101,9 @@ def evaluate(
                 ended, ended_returns, ended_lengths = (np.concatenate(pair) for pair in (
                     (ended, cut_envs), (ended_returns, cut_returns), (ended_lengths, cut_lengths)))
                 with env_call(envs, 'reset (evaluation)', None):
-                    observations = envs.reset(options={'reset_mask': cut})[0]
+                    observations, reset_info = envs.reset(options={'reset_mask': cut})
+                if masks is not None:
+                    masks[cut] = read_masks(reset_info)[cut]
             for index, score, length in zip(ended, ended_returns, ended_lengths):
                 if counts[index] < targets[index]:
                     counts[index] += 1

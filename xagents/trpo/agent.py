@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from xagents.agent.on_policy import OnPolicy
 from xagents.utils.distributions import DiagGaussian
+from xagents.utils.masks import masked_logits
 from xagents.utils.models import Output
 from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat, minibatch_epochs, standardized
 
@@ -91,9 +92,11 @@ class TRPO(OnPolicy):
         self.act_with(self.actor, self.critic)
 
     # ---------------------------------------------------------------------------- updating
-    def surrogate_and_kl(self, observations, actions, old_params, old_log_std, old_log_probs, advantages):
-        """Surrogate ``E[r A]`` and mean ``KL(old || current)`` of the actor's current weights."""
-        params = self.actor(observations)
+    def surrogate_and_kl(self, observations, actions, old_params, old_log_std, old_log_probs, advantages,
+                         action_masks=None):
+        """Surrogate ``E[r A]`` and mean ``KL(old || current)`` of the actor's current weights (``old_params``
+        already masked, the current ones masked by ``action_masks`` here)."""
+        params = masked_logits(self.actor(observations), action_masks)
         log_probs, _ = self.log_prob_entropy(params, actions)
         surrogate = tf.reduce_mean(tf.exp(log_probs - old_log_probs) * advantages)
         if self.gaussian:
@@ -103,18 +106,18 @@ class TRPO(OnPolicy):
         return surrogate, tf.reduce_mean(kl)
 
     @tf.function
-    def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
+    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
         if self.normalize_advantages:
             advantages = standardized(advantages)
         variables = self.actor.trainable_variables
         old_theta = flat_concat(variables)
-        old_params = self.actor(observations)
+        old_params = masked_logits(self.actor(observations), action_masks)
         old_log_std = tf.identity(self.actor.log_std) if self.gaussian else None
         old_log_probs, _ = self.log_prob_entropy(old_params, actions)
 
         def surrogate_and_kl():
             return self.surrogate_and_kl(observations, actions, old_params, old_log_std,
-                                         old_log_probs, advantages)
+                                         old_log_probs, advantages, action_masks)
 
         with tf.GradientTape() as tape:
             surrogate, _ = surrogate_and_kl()

@@ -34,16 +34,27 @@ class RolloutBuffer:
         self.dones = np.zeros(shape, np.float32)
         self.values = np.zeros(shape, np.float32)
         self.log_probs = np.zeros(shape, np.float32)
+        self.action_masks: np.ndarray | None = None  # (n_steps, n_envs, n) booleans, once an env gives masks
+
+    def store_masks(self, t: int, masks: np.ndarray | None) -> None:
+        """Keep the action masks ``(n_envs, n)`` the actions of step ``t`` were drawn within (None: the envs
+        gave none); the update uses them again in every epoch."""
+        if masks is None:
+            self.action_masks = None
+            return
+        if self.action_masks is None:
+            self.action_masks = np.ones((self.n_steps, *masks.shape), bool)
+        self.action_masks[t] = masks
 
     def filled(self, last_values: np.ndarray) -> Rollout:
         """The collected rollout, with the values ``(n_envs,)`` of the observations after it."""
         return Rollout(self.observations, self.actions, self.rewards, self.dones, self.values, self.log_probs,
-                       last_values)
+                       last_values, self.action_masks)
 
 
 class Rollout(NamedTuple):
-    """One on-policy rollout: ``(n_steps, n_envs, ...)`` arrays (see :class:`RolloutBuffer`) and
-    ``last_values`` ``(n_envs,)``, the values GAE bootstraps from."""
+    """One on-policy rollout: ``(n_steps, n_envs, ...)`` arrays (see :class:`RolloutBuffer`),
+    ``last_values`` ``(n_envs,)``, the values GAE bootstraps from, and the action masks if any."""
 
     observations: np.ndarray
     actions: np.ndarray
@@ -52,6 +63,7 @@ class Rollout(NamedTuple):
     values: np.ndarray
     log_probs: np.ndarray
     last_values: np.ndarray
+    action_masks: np.ndarray | None = None  # (n_steps, n_envs, n) booleans when the envs give masks
 
 
 # Off-policy replay
@@ -85,6 +97,9 @@ class ReplayBatch(NamedTuple):
         discounts: ``(batch,)`` float32, ``gamma ** k``, or 0 where the episode terminated.
         weights: ``(batch,)`` float32 importance-sampling weights (ones for uniform sampling).
         indices: ``(batch,)`` int64 slot indices, for ``PrioritizedReplayBuffer.update_priorities``.
+        action_masks: ``(batch, n)`` bool, the actions allowed in ``observations`` (None: no masks stored).
+        next_action_masks: ``(batch, n)`` bool, those allowed in ``next_observations``, what the target's
+            maximum or expectation runs over.
     """
 
     observations: np.ndarray
@@ -94,6 +109,8 @@ class ReplayBatch(NamedTuple):
     discounts: np.ndarray
     weights: np.ndarray
     indices: np.ndarray
+    action_masks: np.ndarray | None = None
+    next_action_masks: np.ndarray | None = None
 
 
 class _Window(NamedTuple):
@@ -304,6 +321,7 @@ class ReplayBuffer:
         self._envs = np.arange(n_envs)
         self._positions = np.zeros(n_envs, np.int64)  # stream position of each env's next add
         self._episode_ended = np.ones(n_envs, bool)
+        self._masks: np.ndarray | None = None  # (rows, n_envs, n) allowed actions of each slot's observation
         self._size = 0
         self.steps = 0  # transitions added, over all envs
 
@@ -315,7 +333,7 @@ class ReplayBuffer:
     def nbytes(self) -> int:
         """Bytes held by the storage arrays."""
         arrays = (self._actions, self._rewards, self._terminated, self._truncated, self._starts,
-                  self._kinds, self._stamps)
+                  self._kinds, self._stamps) + (() if self._masks is None else (self._masks,))
         return self._store.nbytes + sum(a.nbytes for a in arrays)
 
     @property
@@ -325,7 +343,8 @@ class ReplayBuffer:
 
     def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
             next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-            columns: slice | None = None) -> None:
+            columns: slice | None = None, action_masks: np.ndarray | None = None,
+            next_action_masks: np.ndarray | None = None) -> None:
         """Store one vector step, a transition per env (per env of ``columns``, when given).
 
         Args:
@@ -338,6 +357,10 @@ class ReplayBuffer:
             truncated: ``(n_envs,)`` the episode was cut (time limit) and will bootstrap.
             columns: The envs these arrays belong to (one worker's, of a distributed run), all by default;
                 the arrays then hold one row per env of ``columns``.
+            action_masks: ``(n_envs, n)`` the actions the env allowed in ``observations``, if it says; the
+                first masks given allocate their storage for the whole capacity (one byte per action and slot).
+            next_action_masks: ``(n_envs, n)`` those allowed in ``next_observations`` (in the final
+                observation where the episode ended): what a target bootstraps over.
         """
         envs = self._envs if columns is None else self._envs[columns]
         n = len(envs)
@@ -372,12 +395,32 @@ class ReplayBuffer:
         self._starts[next_rows, envs] = False
         self._kinds[rows, envs] = _TRANSITION
         self._kinds[next_rows, envs] = np.where(done, _FINAL, _PENDING)
+        self._store_masks(rows, next_rows, envs, action_masks, next_action_masks)
         self._stamps[rows, envs] = positions
         self._stamps[next_rows, envs] = positions + 1
         self._positions[envs] = positions + 1 + done  # an ended episode keeps its final observation's slot
         self._episode_ended[envs] = done
         self._size += n - overwritten
         self.steps += n
+
+    lazy_arrays = ('_masks',)  # allocated by the first add that needs them (and by a restore that holds them)
+
+    def _store_masks(self, rows: np.ndarray, next_rows: np.ndarray, envs: np.ndarray,
+                     masks: np.ndarray | None, next_masks: np.ndarray | None) -> None:
+        """Keep the action masks of a vector step's observations and next observations, slot by slot as the
+        observations are kept; where an add brings none (after some did), every action is allowed."""
+        if masks is None and self._masks is None:
+            return
+        if masks is None or next_masks is None:
+            masks = next_masks = True
+        else:
+            size = np.shape(masks)[-1]
+            masks = self._check_array('action_masks', masks, (len(envs), size)).astype(bool)
+            next_masks = self._check_array('next_action_masks', next_masks, (len(envs), size)).astype(bool)
+            if self._masks is None:
+                self._masks = np.ones((self._rows, self.n_envs, size), bool)
+        self._masks[rows, envs] = masks
+        self._masks[next_rows, envs] = next_masks
 
     def truncate(self, columns: slice | None = None) -> np.ndarray:
         """End the episodes in progress in ``columns`` (all envs by default) as a time limit would: their
@@ -514,4 +557,6 @@ class ReplayBuffer:
             next_observations=self._store.read(window.next_rows, envs),
             discounts=window.discounts.astype(np.float32),
             weights=weights.astype(np.float32),
-            indices=indices.astype(np.int64))
+            indices=indices.astype(np.int64),
+            action_masks=None if self._masks is None else self._masks[rows, envs],
+            next_action_masks=None if self._masks is None else self._masks[window.next_rows[:, -1], envs])

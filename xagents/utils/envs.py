@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
+from xagents.utils.masks import with_mask_info
 from xagents.utils.memory import check_fits
 from xagents.utils.validation import validated
 
@@ -263,6 +264,7 @@ def make_env(
     except Exception as error:  # the env's own code failed: one line naming it, its arguments and the error
         given = f' with env_kwargs {env_kwargs}' if env_kwargs else ''
         raise ValueError(f'making {env_id}{given} failed: {type(error).__name__}: {error}') from None
+    env = with_mask_info(env)  # SB3-contrib's action_masks() travels in the infos, as Gymnasium's masks do
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change

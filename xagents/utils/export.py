@@ -4,7 +4,8 @@ A policy is a function from a batch of raw observations to a batch of env-ready 
 over tf.Variables and Keras models. Every export takes observations of the env's dtype with a dynamic
 batch dimension (named ``observations``) and gives actions (named ``actions``): int64 for integer
 actions, float32 for real ones. A policy of Dict observations takes one input per key, named by the key,
-in the key's dtype (Discrete keys as int64 indices) and shape. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
+in the key's dtype (Discrete keys as int64 indices) and shape. An export asked for masks (``mask_size``) also
+takes ``action_mask``, ``(batch, n)`` booleans of the allowed actions. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
 interpreter is resized to each new batch size by :func:`load_exported`.
 
 Outputs are written beside ``path`` under a temporary name and renamed into place, so a killed export
@@ -31,6 +32,7 @@ from xagents.utils.atomic import atomic_write
 FORMATS = ('saved_model', 'tflite', 'onnx')
 ONNX_OPSET = 17
 INPUT_NAME = 'observations'
+MASK_NAME = 'action_mask'  # the optional second input: (batch, n) booleans of the allowed actions
 OUTPUT_NAME = 'actions'
 SIGNATURE_KEY = 'serving_default'
 
@@ -84,9 +86,10 @@ def _action_dtype(actions: tf.Tensor) -> tf.Tensor:
     raise ValueError(f'a policy must return integer or floating actions, not {actions.dtype.name}')
 
 
-def _policy_module(policy: Callable[[tf.Tensor], tf.Tensor], specs: dict[str, tf.TensorSpec]) -> tf.Module:
-    """Trace ``policy`` once on ``specs`` (its inputs by name, in order) into a module that also owns the
-    variables it reads; a policy of several inputs takes them as a dict.
+def _policy_module(policy: Callable[..., tf.Tensor], specs: dict[str, tf.TensorSpec]) -> tf.Module:
+    """Trace ``policy`` once on ``specs`` (its inputs by name, in order: the observations, one per key of a
+    Dict, then the action masks if asked) into a module that also owns the variables it reads; a policy of
+    several observation inputs takes them as a dict, and the masks after them.
 
     SavedModel and TFLite refuse functions that read variables no saved object tracks.
     """
@@ -94,8 +97,11 @@ def _policy_module(policy: Callable[[tf.Tensor], tf.Tensor], specs: dict[str, tf
     signature = [tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in specs.items()]
 
     def act(*inputs: tf.Tensor) -> tf.Tensor:
-        observations = inputs[0] if names == [INPUT_NAME] else dict(zip(names, inputs))
-        return tf.identity(_action_dtype(tf.convert_to_tensor(policy(observations))), name=OUTPUT_NAME)
+        observations = dict(zip(names, inputs))
+        masks = observations.pop(MASK_NAME, None)
+        observations = observations[INPUT_NAME] if list(observations) == [INPUT_NAME] else observations
+        actions = policy(observations) if masks is None else policy(observations, masks)
+        return tf.identity(_action_dtype(tf.convert_to_tensor(actions)), name=OUTPUT_NAME)
 
     module = tf.Module()
     module.act = tf.function(act, input_signature=signature)
@@ -127,7 +133,8 @@ def _frozen(concrete: tf.types.experimental.ConcreteFunction) -> tf.types.experi
 
 
 def _onnx_bytes(concrete: tf.types.experimental.ConcreteFunction) -> bytes:
-    """Convert the frozen graph with tf2onnx, naming its input ``observations`` and output ``actions``."""
+    """Convert the frozen graph with tf2onnx, naming its inputs ``observations`` (and ``action_mask``) and its
+    output ``actions``."""
     tf2onnx = _require('tf2onnx', 'exporting to onnx')
     with _quiet_tensorflow():  # tf2onnx's TF1 helpers announce their deprecation on every call
         return _converted(tf2onnx, _frozen(concrete))
@@ -200,10 +207,12 @@ def _write_directory(path: str, write: Callable[[str], None]) -> None:
 
 
 def export_policy(
-    policy: Callable[[tf.Tensor], tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str | None = None
+    policy: Callable[..., tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str | None = None,
+    mask_size: int | None = None,
 ) -> str:
     """Write ``policy`` as a standalone export at ``path`` in ``format`` (default: from the path, see
-    :func:`format_of`); return the path written.
+    :func:`format_of`); return the path written. With ``mask_size``, the export takes a second input,
+    ``action_mask`` ``(batch, mask_size)`` booleans, given to ``policy`` after the observations.
 
     Raises:
         ValueError: ``format`` is not one of FORMATS, or ``path`` exists.
@@ -214,6 +223,11 @@ def export_policy(
     _check_format(format)
     _check_destination(path)
     specs = _input_specs(observation_space)
+    if mask_size is not None:
+        if MASK_NAME in specs:
+            raise ValueError(f'an export with action masks names its mask input {MASK_NAME!r}, which is a key of '
+                             'these observations')
+        specs[MASK_NAME] = tf.TensorSpec([None, mask_size], tf.bool)
     if format == 'onnx':
         _require('tf2onnx', 'exporting to onnx')
     module = _policy_module(policy, specs)
@@ -231,10 +245,10 @@ def _load_saved_model(path: str) -> Callable[[np.ndarray], np.ndarray]:
     loaded = tf.saved_model.load(path)
     signature = loaded.signatures[SIGNATURE_KEY]
 
-    def act(observations: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
+    def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None) -> np.ndarray:
         _ = loaded  # the signature reads variables that live as long as the loaded object
-        return signature(**{name: tf.convert_to_tensor(value) for name, value in _named(observations).items()}
-                         )[OUTPUT_NAME].numpy()
+        inputs = _named(observations, action_mask)
+        return signature(**{name: tf.convert_to_tensor(value) for name, value in inputs.items()})[OUTPUT_NAME].numpy()
 
     return act
 
@@ -245,9 +259,13 @@ def _load_tflite(path: str) -> Callable[[np.ndarray], np.ndarray]:
     interpreter = litert.Interpreter(model_path=path)
     interpreter.allocate_tensors()
     runner = interpreter.get_signature_runner()
+    takes = set(next(iter(interpreter.get_signature_list().values()))['inputs'])
 
-    def act(observations: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
-        (actions,) = runner(**{name: np.asarray(value) for name, value in _named(observations).items()}).values()
+    def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None) -> np.ndarray:
+        inputs = _named(observations, action_mask)
+        if set(inputs) != takes:
+            raise ValueError(f'this export takes {", ".join(sorted(takes))}, got {", ".join(sorted(inputs))}')
+        (actions,) = runner(**inputs).values()
         return actions.copy()
 
     return act
@@ -258,20 +276,26 @@ def _load_onnx(path: str) -> Callable[[np.ndarray], np.ndarray]:
     onnxruntime = _require('onnxruntime', 'running an onnx export')
     session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
 
-    def act(observations: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
-        return session.run([OUTPUT_NAME], {name: np.asarray(value) for name, value in _named(observations).items()})[0]
+    def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None) -> np.ndarray:
+        return session.run([OUTPUT_NAME], _named(observations, action_mask))[0]
 
     return act
 
 
-def _named(observations: np.ndarray | dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """An export's inputs by name: ``observations``, or one per key of Dict observations."""
-    return dict(observations) if isinstance(observations, dict) else {INPUT_NAME: observations}
+def _named(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None
+           ) -> dict[str, np.ndarray]:
+    """An export's inputs by name: ``observations`` (or one per key of Dict observations), and the action
+    mask as booleans when given."""
+    inputs = ({name: np.asarray(value) for name, value in observations.items()} if isinstance(observations, dict)
+              else {INPUT_NAME: np.asarray(observations)})
+    if action_mask is not None:
+        inputs[MASK_NAME] = np.asarray(action_mask).astype(bool)
+    return inputs
 
 
 def load_exported(path: str, format: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
     """Load an export with its own runtime (``format`` as :func:`format_of` reads it) and return a NumPy
-    function from a batch to its actions."""
+    function from a batch (and its action masks, for an export that takes them) to its actions."""
     format = format_of(path, format)
     _check_format(format)
     if not os.path.exists(path):

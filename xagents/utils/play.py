@@ -11,6 +11,7 @@ import numpy as np
 
 from xagents.utils.atomic import check_writable
 from xagents.utils.envs import make_env, settings_for
+from xagents.utils.masks import mask_kwargs
 
 logger = logging.getLogger('xagents')
 
@@ -53,15 +54,16 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
     render_mode = 'human' if render else ('rgb_array' if video_dir or frame_dir else None)
     env = make_env(**settings, render_mode=render_mode, raw_wrapper=recorder if video_dir else None)
     score, games, frame_step = _statistics(env), [], 0
+    read_masks = agent.mask_reader(env)  # the action masks the env gives, when the agent acts within them
     try:
         for episode in range(episodes):
-            observation, _ = env.reset(seed=seed if episode == 0 else None)
+            observation, info = env.reset(seed=seed if episode == 0 else None)
             step = 0
             while max_steps is None or step < max_steps:
                 if frame_dir and step % frame_frequency == 0:
                     frame = cv2.cvtColor(np.asarray(env.render()), cv2.COLOR_RGB2BGR)
                     cv2.imwrite(os.path.join(frame_dir, f'{frame_prefix}-{frame_step:06d}.jpg'), frame)
-                action = agent.act(agent.observation_batch(observation)[0], deterministic=True)[0]
+                action = agent.act(agent.observation_batch(observation)[0], True, **mask_kwargs(read_masks(info)))[0]
                 observation, _, terminated, truncated, info = env.step(action)
                 step += 1
                 frame_step += 1
@@ -69,7 +71,7 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
                     games.append((float(info['episode']['r']), int(info['episode']['l'])))
                     break
                 if terminated or truncated:  # a lost life ended the learner's episode: play on
-                    observation, _ = env.reset()
+                    observation, info = env.reset()
             else:  # max_steps cut the game short
                 games.append((float(score.episode_returns), int(score.episode_lengths)))
         return games

@@ -132,7 +132,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 
     def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
             next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-            columns: slice | None = None, values: np.ndarray | None = None) -> None:
+            columns: slice | None = None, values: np.ndarray | None = None, action_masks: np.ndarray | None = None,
+            next_action_masks: np.ndarray | None = None) -> None:
         """Store one vector step (see ``ReplayBuffer.add``) and give completed windows priority.
 
         Args:
@@ -147,7 +148,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         positions = self._positions[envs]
         if values is not None:
             values = self._check_array('values', values, (2, len(envs)))
-        super().add(observations, actions, rewards, next_observations, terminated, truncated, columns)
+        super().add(observations, actions, rewards, next_observations, terminated, truncated, columns,
+                    action_masks, next_action_masks)
         rows = positions % self._rows
         self._estimated[rows, envs] = values is not None
         if values is not None:
