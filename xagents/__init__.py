@@ -3,11 +3,14 @@ from xagents.version import __version__  # noqa: F401
 
 from xagents.registry import AGENTS as _AGENTS  # noqa: E402
 
-__all__ = [entry.partition(':')[2] for entry in _AGENTS.values()] + ['evaluate']
+__all__ = [entry.partition(':')[2] for entry in _AGENTS.values()] + ['evaluate', 'check_env']
 
 
 def __getattr__(name: str):
     """Import agents (and TensorFlow, quietly) only when one is asked for, keeping ``xagents --help`` fast."""
+    if name == 'check_env':  # no TensorFlow
+        from xagents.utils.check_env import check_env
+        return check_env
     if name in __all__:
         from xagents.registry import agent_class
         from xagents.utils.console import load_tensorflow

@@ -25,6 +25,7 @@ COMMANDS = {
     'plot': 'plot mean reward against steps and time from history files',
     'tune': 'search hyperparameters with Optuna (a local study file, or a database shared by workers)',
     'benchmark': 'train agents x envs x seeds in parallel processes and summarise them (tables, curves)',
+    'check-env': 'check an environment: its spaces, the agents that take them, its action masks, random steps',
 }
 logger = logging.getLogger('xagents')
 ENV_HELP = 'Gymnasium environment id, e.g. CartPole-v1 or PongNoFrameskip-v4'
@@ -385,6 +386,35 @@ def run_benchmark_command(argv: list[str]) -> None:
     print(f'Results in {args.output}/ (results.md, results.parquet, curves.png, aggregate.png, machine.json)')
 
 
+def run_check_env(argv: list[str]) -> None:
+    """Check an env (``xagents.check_env``) and print the report: status 1 when it breaks Gymnasium's API."""
+    from xagents.app.flags import key_value
+
+    parser = ArgumentParser(prog='xagents check-env', description=COMMANDS['check-env'] + '.', allow_abbrev=False)
+    parser.add_argument('env', metavar='ENV_ID', help=ENV_HELP + ', or module:EnvName-v0 for your own')
+    parser.add_argument('--env-kwargs', nargs='+', metavar='KEY=VALUE', type=key_value, default=[],
+                        help='keyword arguments of gymnasium.make, e.g. continuous=true')
+    parser.add_argument('--observation-keys', nargs='+', metavar='KEY',
+                        help='keep these keys of Dict observations (as xagents train --observation-keys)')
+    parser.add_argument('--steps', type=int, default=100, help='random steps to take (default: 100)')
+    parser.add_argument('--seed', type=int, default=0, help='seed of the resets and random actions (default: 0)')
+    if not argv:
+        parser.print_help()
+        return
+    args = parser.parse_args(argv)
+    if args.steps < 0:
+        fail(f'xagents check-env: error: expected --steps >= 0, got {args.steps}')
+    from xagents.utils.check_env import check_env
+
+    try:
+        result = check_env(args.env, dict(args.env_kwargs), args.observation_keys, steps=args.steps, seed=args.seed)
+    except ValueError as error:
+        fail(f'xagents check-env: error: {error}')
+    print(result.report())
+    if not result.ok:
+        raise SystemExit(1)
+
+
 def configure_logging(quiet: bool) -> None:
     logging.basicConfig(stream=sys.stdout, format='%(message)s',
                         level=logging.WARNING if quiet else logging.INFO)
@@ -451,6 +481,8 @@ def run_command(argv: list[str]) -> None:
         return run_tune(rest)
     if command == 'benchmark':
         return run_benchmark_command(rest)
+    if command == 'check-env':
+        return run_check_env(rest)
     if not rest or rest[0].startswith('-'):
         if rest and rest[0] not in ('-h', '--help'):
             fail(f'xagents {command}: error: expected an agent ({", ".join(AGENTS)}) before flags, got {rest[0]}')

@@ -1,0 +1,347 @@
+"""Check an environment before training on it, as Stable-Baselines3's ``check_env`` does, plus what xagents
+adds: which agents take its spaces and whether it offers action masks. Nothing here imports TensorFlow::
+
+    from xagents import check_env
+
+    result = check_env('CartPole-v1')
+    print(result.report())
+    assert result.ok, result.errors
+
+The same from a shell: ``xagents check-env CartPole-v1`` (exit status 1 when the env breaks Gymnasium's API).
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from xagents.utils.masks import MASK_KEY, MASK_METHOD, mask_size, random_valid
+from xagents.utils.observations import check_observation_space, is_image
+from xagents.utils.spaces import ACTION_SPACE_AGENTS, one_line
+
+AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'DDPG', 'TD3', 'SAC')
+OFF_POLICY_BOX = ('DDPG', 'TD3', 'SAC')  # scale their [-1, 1] actions to the Box's bounds
+MASKING_AGENTS = ('PPO', 'A2C', 'TRPO', 'DQN', 'SAC')  # act within masks (Discrete actions)
+UNBOUNDED = 1e30  # a bound this large (float32's maximum, as CartPole's) stands for no bound
+WIDE = 100.0  # vector observations spanning more than this are badly scaled for a network
+
+
+@dataclasses.dataclass
+class CheckResult:
+    """What :func:`check_env` found: the spaces, the agents that take them, the masks, and the problems.
+
+    ``warnings`` are things that train badly or not at all with some agents (each with a hint); ``errors``
+    are breaks of Gymnasium's API that stop training. ``ok`` is True without errors.
+    """
+
+    env: str
+    observation_space: gym.Space | None = None
+    action_space: gym.Space | None = None
+    agents: tuple[str, ...] = ()
+    masks: str | None = None  # how the env offers action masks, or None
+    steps: int = 0  # random steps taken
+    notes: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def report(self) -> str:
+        """The findings as a short text: one line each, problems as ``warning: ...`` and ``error: ...``."""
+        lines = [f'env: {self.env}',
+                 f'observations: {one_line(self.observation_space) if self.observation_space is not None else "?"}',
+                 f'actions: {one_line(self.action_space) if self.action_space is not None else "?"}',
+                 f'agents: {" ".join(self.agents) if self.agents else "none"}',
+                 f'action masks: {self.masks or "none"}',
+                 f'random steps: {self.steps}']
+        lines += [f'note: {note}' for note in self.notes]
+        lines += [f'warning: {warning}' for warning in self.warnings]
+        lines += [f'error: {error}' for error in self.errors]
+        lines.append('ok' if self.ok else f'{len(self.errors)} error(s)')
+        return '\n'.join(lines)
+
+
+class _Broken(Exception):
+    """The env broke the API: the check stops there (the message is in the result's errors)."""
+
+
+def check_env(env: gym.Env | str, env_kwargs: dict | None = None, observation_keys: list[str] | None = None,
+              steps: int = 100, seed: int = 0) -> CheckResult:
+    """Check ``env`` (an env, or an id to make with ``env_kwargs``; ``observation_keys`` keeps these keys of Dict
+    observations, as agents' ``observation_keys`` does) for xagents: its spaces and which agents take
+    them, its action masks (``action_masks()`` or ``info['action_mask']``), spaces that train badly (unbounded or
+    badly scaled Box observations, images that are not uint8, Box actions far from [-1, 1]), then ``steps``
+    random actions (valid ones when it masks) checking what ``reset`` and ``step`` return, and that
+    ``reset(seed=seed)`` twice gives the same observation.
+
+    Returns:
+        A :class:`CheckResult`; nothing is printed (``result.report()`` is the text ``xagents check-env``
+        prints).
+
+    Raises:
+        ValueError: an unknown id, or making the env failed.
+    """
+    if isinstance(env, str):
+        from xagents.utils.envs import env_spec
+
+        env_id = env
+        env_spec(env_id)
+        try:
+            env = gym.make(env_id, disable_env_checker=True, **(env_kwargs or {}))
+        except Exception as error:
+            given = f' with env_kwargs {env_kwargs}' if env_kwargs else ''
+            raise ValueError(f'making {env_id}{given} failed: {type(error).__name__}: {error}') from None
+        owned = True
+        if observation_keys:
+            from xagents.utils.envs import filtered_observations
+
+            try:
+                env = filtered_observations(env, env_id, observation_keys)
+            except ValueError:
+                env.close()
+                raise
+    else:
+        if not isinstance(env, gym.Env):
+            raise ValueError(f'expected a gymnasium Env or an env id, got {type(env).__name__}')
+        env_id, owned = env.spec.id if env.spec else type(env.unwrapped).__name__, False
+    result = CheckResult(env_id, env.observation_space, env.action_space)
+    try:
+        spaces(result)
+        try:
+            run(env, result, steps, seed)
+        except _Broken:
+            pass
+    finally:
+        if owned:
+            env.close()
+    return result
+
+
+# ------------------------------------------------------------------------------------------------ spaces
+def spaces(result: CheckResult) -> None:
+    observations, actions = result.observation_space, result.action_space
+    observation_ok = True
+    if not isinstance(observations, gym.Space):
+        result.errors.append(f'observation_space is {type(observations).__name__}, not a gymnasium Space')
+        observation_ok = False
+    else:
+        try:
+            check_observation_space(gym.spaces.Box(0, 1, (observations.n,)) if isinstance(
+                observations, gym.spaces.Discrete) else observations, 'xagents')
+        except ValueError as error:
+            result.warnings.append('no agent takes these observations: ' + str(error).replace(
+                'xagents expects', 'agents expect').replace('xagents encodes', 'agents encode'))
+            observation_ok = False
+    if isinstance(observations, gym.spaces.Discrete):
+        result.notes.append('Discrete observations are one-hot encoded (envs made from an id by create_envs, the '
+                            'command line)')
+    if not isinstance(actions, gym.Space):
+        result.errors.append(f'action_space is {type(actions).__name__}, not a gymnasium Space')
+        return
+    takers = list(ACTION_SPACE_AGENTS.get(type(actions).__name__, ()))
+    if not takers:
+        result.warnings.append(f'no agent takes {type(actions).__name__} actions (agents take '
+                               f'{", ".join(ACTION_SPACE_AGENTS)})')
+    if isinstance(actions, gym.spaces.Box):
+        box_actions(actions, takers, result)
+    result.agents = tuple(agent for agent in AGENTS if agent in takers) if observation_ok else ()
+    if isinstance(observations, gym.spaces.Dict):
+        for key, sub in observations.spaces.items():
+            box_observations(sub, result, f' under {key!r}')
+    else:
+        box_observations(observations, result)
+
+
+def box_observations(space: gym.Space, result: CheckResult, where: str = '') -> None:
+    if not isinstance(space, gym.spaces.Box):
+        return
+    if len(space.shape) == 3 and not is_image(space):
+        result.warnings.append(
+            f'observations{where} look like images ({space.shape}, {space.dtype}, in [{np.min(space.low)}, '
+            f'{np.max(space.high)}]) but are not uint8 in [0, 255] height x width x channels: agents flatten them '
+            f'into dense layers and normalise them; as images (CNN defaults, raw 0..255) make them uint8 channels-last')
+    if is_image(space) or not np.issubdtype(space.dtype, np.floating):
+        return
+    low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+    unbounded = ~np.isfinite(low) | ~np.isfinite(high) | (np.abs(low) >= UNBOUNDED) | (np.abs(high) >= UNBOUNDED)
+    if unbounded.any():
+        result.warnings.append(
+            f'observations{where} are unbounded in {int(unbounded.sum())} of {unbounded.size} entries: their scale is '
+            f'unknown; train with normalize_observations=True (--normalize-observations) if they are not already '
+            f'about [-1, 1]')
+    elif np.any(high - low > WIDE):
+        result.warnings.append(
+            f'observations{where} are badly scaled (bounds up to [{low.min():g}, {high.max():g}]): train with '
+            f'normalize_observations=True (--normalize-observations) or scale them to about [-1, 1]')
+
+
+def box_actions(space: gym.spaces.Box, takers: list[str], result: CheckResult) -> None:
+    low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        for agent in OFF_POLICY_BOX:
+            if agent in takers:
+                takers.remove(agent)
+        result.warnings.append('Box actions are unbounded: DDPG, TD3 and SAC need bounds (they scale [-1, 1] to '
+                               'them); PPO, A2C and TRPO sample unclipped Gaussian actions; bound the space, e.g. '
+                               'to [-1, 1]')
+        return
+    if np.all(low == -1) and np.all(high == 1):
+        return
+    result.notes.append(f'Box actions in [{low.min():g}, {high.max():g}], not [-1, 1]: DDPG, TD3 and SAC act in '
+                        f'[-1, 1] and rescale to the bounds themselves')
+    if not np.allclose(low, -high) or np.any(high - low > 20) or np.any(high - low < 0.2):
+        result.warnings.append(
+            'Box actions far from symmetric [-1, 1]: PPO, A2C and TRPO sample Gaussian actions around 0 with '
+            'standard deviation 1 and clip them to the bounds; rescale the space '
+            '(gymnasium.wrappers.RescaleAction(env, -1, 1))')
+
+
+# -------------------------------------------------------------------------------------------- random steps
+def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
+    observation_space, action_space = result.observation_space, result.action_space
+    first = call(result, 'reset(seed=...)', env.reset, seed=seed)
+    observation, info = reset_result(first, result)
+    again, _ = reset_result(call(result, 'reset(seed=...)', env.reset, seed=seed), result)
+    if not same(observation, again):
+        result.warnings.append(f'reset(seed={seed}) twice gave different observations: the env ignores its seed '
+                               '(seed its random generator with super().reset(seed=seed) and use self.np_random), '
+                               'so runs cannot be repeated')
+    check_observation(observation, observation_space, result, 'reset')
+    has_method = env.has_wrapper_attr(MASK_METHOD)
+    masks = read_masks(env, info, has_method, result, 'reset')
+    if masks is not None:
+        result.masks = "action_masks()" if has_method else f"info['{MASK_KEY}']"
+        size = mask_size(action_space)
+        if size is None:
+            result.warnings.append(f'the env offers action masks but agents mask Discrete actions only: they ignore '
+                                   f'these ({type(action_space).__name__} actions)')
+        else:
+            result.notes.append(f'{", ".join(a for a in MASKING_AGENTS if a in result.agents)} act within the masks '
+                                f'(--no-action-masks to compare)')
+    rng = np.random.default_rng(seed)
+    action_space.seed(seed)
+    for _ in range(steps):
+        if masks is not None and mask_size(action_space) == masks.size and masks.any():
+            action = action_space.start + int(random_valid(rng, masks[None])[0])
+        else:
+            action = action_space.sample()
+        returned = call(result, 'step', env.step, action)
+        result.steps += 1
+        if not isinstance(returned, tuple) or len(returned) != 5:
+            fail(result, f'step returned {describe(returned)}: expected a tuple (observation, reward, terminated, '
+                         'truncated, info)')
+        observation, reward, terminated, truncated, info = returned
+        check_observation(observation, observation_space, result, 'step')
+        if isinstance(reward, np.ndarray) and reward.shape == ():
+            reward = reward.item()
+        if not isinstance(reward, numbers.Real) or isinstance(reward, bool):
+            fail(result, f'step returned a reward of {describe(reward)}: expected a float')
+        if not np.isfinite(reward):
+            fail(result, f'step returned a non-finite reward ({reward})')
+        for name, value in (('terminated', terminated), ('truncated', truncated)):
+            if not isinstance(value, (bool, np.bool_)):
+                fail(result, f'step returned {name} as {describe(value)}: expected a bool')
+        if not isinstance(info, dict):
+            fail(result, f'step returned info as {describe(info)}: expected a dict')
+        masks = read_masks(env, info, has_method, result, 'step') if result.masks else None
+        if terminated or truncated:
+            observation, info = reset_result(call(result, 'reset', env.reset), result)
+            check_observation(observation, observation_space, result, 'reset')
+            masks = read_masks(env, info, has_method, result, 'reset') if result.masks else None
+
+
+def call(result: CheckResult, name: str, function, *args, **kwargs) -> Any:
+    try:
+        return function(*args, **kwargs)
+    except Exception as error:
+        fail(result, f'{name} raised {type(error).__name__}: {error}')
+
+
+def fail(result: CheckResult, error: str) -> None:
+    result.errors.append(error)
+    raise _Broken
+
+
+def reset_result(returned: Any, result: CheckResult) -> tuple[Any, dict]:
+    if not isinstance(returned, tuple) or len(returned) != 2:
+        fail(result, f'reset returned {describe(returned)}: expected a tuple (observation, info)')
+    if not isinstance(returned[1], dict):
+        fail(result, f'reset returned info as {describe(returned[1])}: expected a dict')
+    return returned
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f'a tuple of {len(value)}'
+    if isinstance(value, np.ndarray):
+        return f'an array shaped {value.shape} ({value.dtype})'
+    return f'{type(value).__name__} {value!r}'[:80]
+
+
+def same(first: Any, second: Any) -> bool:
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(same(first[key], second[key]) for key in first)
+    try:
+        return bool(np.array_equal(np.asarray(first), np.asarray(second)))
+    except Exception:
+        return first == second
+
+
+def check_observation(observation: Any, space: gym.Space, result: CheckResult, where: str) -> None:
+    """Error when ``observation`` is not of ``space`` (its shape, its keys, its bounds); a warning when only its
+    dtype differs (agents cast it), given once."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(observation, dict):
+            fail(result, f'{where} returned an observation of {describe(observation)}: expected a dict with keys '
+                         f'{", ".join(space.spaces)}')
+        if set(observation) != set(space.spaces):
+            fail(result, f'{where} returned an observation with keys {", ".join(map(str, observation))}: the '
+                         f'observation space has {", ".join(space.spaces)}')
+        for key, sub in space.spaces.items():
+            check_one(observation[key], sub, result, f'{where} returned an observation whose {key!r}')
+        return
+    check_one(observation, space, result, f'{where} returned an observation that')
+
+
+def check_one(value: Any, space: gym.Space, result: CheckResult, what: str) -> None:
+    if space.contains(value):
+        return
+    if isinstance(space, gym.spaces.Box):
+        array = np.asarray(value)
+        if array.shape != space.shape:
+            fail(result, f'{what} is shaped {array.shape}: the observation space says {space.shape}')
+        if array.dtype != space.dtype:
+            warning = f'{what} is {array.dtype}: the observation space says {space.dtype} (agents cast it)'
+            if not any(w.split(' returned ', 1)[-1] == warning.split(' returned ', 1)[-1] for w in result.warnings):
+                result.warnings.append(warning)
+            if space.contains(array.astype(space.dtype)):
+                return
+        if not np.all(np.isfinite(array.astype(np.float64))):
+            fail(result, f'{what} is not finite')
+        fail(result, f'{what} is outside the observation space\'s bounds')
+    fail(result, f'{what} is {describe(value)}, not in the observation space {one_line(space)}')
+
+
+def read_masks(env: gym.Env, info: dict, has_method: bool, result: CheckResult, where: str) -> np.ndarray | None:
+    """The mask of the current state, from ``action_masks()`` or ``info['action_mask']``, checked for size."""
+    if has_method:
+        mask = call(result, 'action_masks()', env.get_wrapper_attr(MASK_METHOD))
+    elif MASK_KEY in info:
+        mask = info[MASK_KEY]
+    else:
+        if result.masks:
+            result.warnings.append(f"{where} gave no info['{MASK_KEY}'] where earlier steps did: agents then allow "
+                                   f'every action')
+        return None
+    mask = np.asarray(mask)
+    size = mask_size(result.action_space)
+    if size is not None and mask.shape != (size,):
+        fail(result, f'{where} gave an action mask shaped {mask.shape}: expected ({size},), one entry per action')
+    if size is not None and not mask.astype(bool).any():
+        result.warnings.append(f'{where} gave an action mask that allows no action: agents then allow every action')
+    return mask.astype(bool)
