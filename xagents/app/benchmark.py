@@ -49,7 +49,7 @@ class Job:
 
     @property
     def name(self) -> str:
-        return f'{self.agent}-{self.env.replace("/", "-")}'
+        return f'{self.agent}-{self.env.replace("/", "-").replace(":", "-")}'
 
 
 SUITES = {
@@ -92,6 +92,22 @@ SUITES = {
         *(Job(agent, 'PongNoFrameskip-v4', 18, 2_500_000, 100_000, max_seeds=1) for agent in ('ppo', 'a2c', 'dqn')),
         *(Job(agent, 'BreakoutNoFrameskip-v4', target, 10_000_000, 250_000, max_seeds=1)
           for agent, target in (('ppo', 390), ('a2c', 270), ('dqn', 350))),
+    ],
+    # Spaces beyond Box and Discrete, with the commands of the Results page: Dict observations (MiniGrid's image
+    # and direction; needs pip install minigrid), action masks (Taxi's info['action_mask']) and MultiDiscrete
+    # actions (a toy env whose optimum is 10).
+    'spaces': [
+        Job('ppo', 'minigrid:MiniGrid-DoorKey-5x5-v0', 0.9, 150_000, 10_240,
+            flags=('--observation-keys', 'image', 'direction', '--model', 'minigrid-model.cfg', '--n-envs', '8',
+                   '--n-steps', '128', '--mini-batches', '16', '--ppo-epochs', '10', '--lr', '2.5e-4',
+                   '--lam', '0.95', '--entropy-coef', '0')),
+        Job('ppo', 'Taxi-v4', 7, 600_000, 20_000, flags=('--n-envs', '8', '--n-steps', '128')),
+        Job('dqn', 'Taxi-v4', 7, 200_000, 10_000,
+            flags=('--lr', '1e-3', '--buffer-max-size', '50000', '--buffer-initial-size', '1000',
+                   '--buffer-batch-size', '64', '--update-every', '16', '--gradient-steps', '8',
+                   '--target-update-interval', '250', '--epsilon-decay-steps', '50000', '--epsilon-end', '0.05')),
+        *(Job(agent, 'xagents.utils.toy_envs:MatchTargets-v0', 10, 100_000, 1_000,
+              flags=('--env-kwargs', 'action_type=multi_discrete')) for agent in ('ppo', 'a2c')),
     ],
 }
 

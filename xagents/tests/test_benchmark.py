@@ -199,3 +199,21 @@ def test_steps_to_target_has_its_interval_when_every_seed_reached_it():
     low, high = table['steps_to_target_ci'].iloc[0]
     assert 40_000 <= low < 50_000 < high <= 60_000
     assert f'| 3/3 | 50,000 ({low:,.0f}–{high:,.0f}) |' in markdown(table)
+
+
+@pytest.mark.parametrize('job', SUITES['spaces'], ids=lambda job: job.name)
+def test_the_spaces_suite_runs_parse_and_their_envs_take_their_agents(job):
+    from xagents.app.benchmark import command_of
+    from xagents.app.cli import build_parser
+    from xagents.registry import AGENTS
+    from xagents.utils.check_env import check_env
+
+    if job.env.startswith('minigrid:'):
+        pytest.importorskip('minigrid')
+    assert job.agent in AGENTS and ':' not in job.name
+    argv = command_of(job, 0, 'out')[3:]  # after xagents train AGENT
+    args = vars(build_parser('train', job.agent, job.env).parse_args(argv))
+    assert args['env'] == job.env and args['max_steps'] == job.steps
+    result = check_env(job.env, dict(args.get('env_kwargs') or ()), args.get('observation_keys'), steps=10)
+    assert result.ok and job.agent.upper() in result.agents, result.report()
+    assert (result.masks is not None) == job.env.startswith('Taxi')
