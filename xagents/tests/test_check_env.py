@@ -119,7 +119,7 @@ def test_cli_reports_and_exits_0(xagents_cli):
     assert "action masks: info['action_mask']" in out and 'agents: PPO A2C TRPO ACER DQN SAC' in out
 
 
-def test_cli_exits_1_when_the_env_breaks_the_api(xagents_cli, monkeypatch):
+def test_cli_exits_1_when_the_env_breaks_the_api(xagents_cli):
     gym.register('CheckWrongShape-v0', entry_point=WrongShape)
     try:
         status, out, _ = xagents_cli('check-env', 'CheckWrongShape-v0')
