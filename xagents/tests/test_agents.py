@@ -234,6 +234,6 @@ def test_discrete_observations_are_one_hot_and_tuples_are_refused_in_one_line():
     assert agent.envs.single_observation_space == gym.spaces.Box(0.0, 1.0, (16,), np.float32)
     run = agent.fit(max_steps=500)
     assert run.games > 0 and set(np.unique(agent.observations)) <= {0.0, 1.0}
-    with pytest.raises(ValueError, match=r'^PPO expects Box observations \(envs made by create_envs one-hot encode '
+    with pytest.raises(ValueError, match=r'^PPO expects Box or Dict observations \(envs made by create_envs one-hot encode '
                                          r'Discrete ones\), got Tuple\(Discrete\(32\), Discrete\(11\), Discrete\(2\)\)$'):
         PPO.from_env('Blackjack-v1', quiet=True)
