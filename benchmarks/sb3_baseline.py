@@ -2,8 +2,9 @@
 
 Runs in its own virtual environment (SB3 is a comparison, not a dependency of xagents)::
 
-    python -m venv sb3 && sb3/bin/pip install stable-baselines3 'gymnasium[box2d,atari,mujoco]' opencv-python-headless
+    python -m venv sb3 && sb3/bin/pip install stable-baselines3 sb3-contrib 'gymnasium[box2d,atari,mujoco]' opencv-python-headless
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole --seed 0
+    sb3/bin/python benchmarks/sb3_baseline.py maskable-taxi --seed 0
     sb3/bin/python benchmarks/sb3_baseline.py evaluate --algo ppo --env Hopper-v5 --steps 300000 --seed 0
 
 Prints one JSON line: the env steps taken and, for a target, the steps at which it was reached;
@@ -166,7 +167,53 @@ def evaluate(algo: str, env_id: str, seed: int, steps: int, frequency: int) -> d
             'evaluations': evaluations.evaluations}
 
 
+def maskable_taxi(seed: int) -> dict:
+    """SB3-contrib's MaskablePPO on Taxi-v4 with xagents' PPO settings for it (8 envs x 128 steps, 4 epochs of 4
+    minibatches, lr 3e-4, GAE 0.95, entropy 0.01): every 20,000 steps 20 deterministic episodes within the
+    masks, stopping at a mean of 7; the steps, the time and each evaluation."""
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.wrappers import ActionMasker
+
+    def make():
+        return ActionMasker(gym.make('Taxi-v4'), lambda env: env.unwrapped.action_mask(env.unwrapped.s).astype(bool))
+
+    env = make_vec_env(make, n_envs=8, seed=seed)
+    model = MaskablePPO('MlpPolicy', env, n_steps=128, batch_size=256, n_epochs=4, learning_rate=3e-4,
+                        gae_lambda=0.95, ent_coef=0.01, seed=seed)
+
+    class Evaluate(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.evaluations, self.reached = [], None
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps % 20_000:
+                return True
+            evaluation, returns = make(), []
+            for episode in range(20):
+                observation, _ = evaluation.reset(seed=10_000 + seed * 100 + episode)
+                done, total = False, 0.0
+                while not done:
+                    action, _ = self.model.predict(observation, deterministic=True,
+                                                   action_masks=evaluation.action_masks())
+                    observation, reward, terminated, truncated, _ = evaluation.step(action)
+                    total, done = total + reward, terminated or truncated
+                returns.append(total)
+            self.evaluations.append((self.num_timesteps, float(np.mean(returns))))
+            if self.evaluations[-1][1] >= 7:
+                self.reached = self.num_timesteps
+                return False
+            return True
+
+    evaluate_ = Evaluate()
+    start = time.perf_counter()
+    model.learn(600_000, callback=evaluate_)
+    return {'steps': model.num_timesteps, 'reached': evaluate_.reached, 'train_seconds': time.perf_counter() - start,
+            'evaluations': evaluate_.evaluations}
+
+
 CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong': ppo_pong,
+         'maskable-taxi': maskable_taxi,
          'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
          'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup)}
 
