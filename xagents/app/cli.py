@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import sys
-import warnings
 
 import xagents
 from xagents.training.distributed import WorkerError
@@ -145,7 +144,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     args = vars(build_parser(command, agent, requested_env(argv)).parse_args(argv))
     load_tensorflow()  # once the flags parsed: a misspelt flag is refused without it
     from xagents.utils.checkpoints import NonFiniteError
-    from xagents.utils.envs import EnvError
+    from xagents.utils.envs import EnvError, close_envs
 
     env_id = args.pop('env')
     weights = args.pop('weights', None)
@@ -204,9 +203,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
         fail(f'{prog}: error: {error}' + ('; the files written before are kept' if instance.training_started else ''), 1)
     finally:
         if instance is not None:
-            with warnings.catch_warnings():  # stopped by Ctrl-C in a step, async envs finish it before closing
-                warnings.filterwarnings('ignore', message='.*Calling `close` while waiting for a pending call')
-                instance.envs.close()
+            close_envs(instance.envs)
 
 
 def run_plot(argv: list[str]) -> None:

@@ -59,7 +59,7 @@ from optuna.trial import TrialState
 from xagents.utils.checkpoints import NonFiniteError
 from xagents.utils.console import console_logging
 from xagents.utils.atomic import check_writable
-from xagents.utils.envs import env_spec
+from xagents.utils.envs import close_envs, env_spec
 from xagents.app.search_space import SearchSpace, agent_name, flag_words, hyperparameter_flags, search_space
 from xagents.app.study import (HEARTBEAT_INTERVAL, PRUNERS, SAMPLERS, TARGET_ATTR, make_pruner, make_sampler, one_line,
                                open_storage, open_study)
@@ -448,7 +448,7 @@ def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, An
             if np.isfinite(value):
                 yield step, float(value)
     finally:
-        instance.envs.close()
+        close_envs(instance.envs)
 
 
 def _weights_finite(instance) -> bool:

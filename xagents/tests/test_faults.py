@@ -118,8 +118,8 @@ def interruptible() -> None:
 @pytest.mark.parametrize('signal_number, envs', [(signal.SIGINT, []), (signal.SIGTERM, []),
                                                   (signal.SIGINT, ['--n-envs', '2', '--async-envs'])])
 def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, xagents_command, signal_number, envs):
-    """With --async-envs a terminal's Ctrl-C reaches the env workers too; here they get it first, so that one
-    that stopped on it (printing its KeyboardInterrupt, failing the learner's next step: status 1) is seen."""
+    """With --async-envs a terminal's Ctrl-C reaches the env workers too; here they get it first, and they ignore
+    it: the learner stops the run and closes them."""
     command = xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10000000', '--seed', '0',
                                  '--reward-buffer-size', '10', '--checkpoints', 'w.tf', '--history-checkpoint',
                                  'h.parquet', *envs]
@@ -149,6 +149,25 @@ def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, 
     agent = PPO.from_env('CartPole-v1', quiet=True)
     agent.load_weights(['w.tf'])  # the weights of the best mean reward in the history
     assert agent.steps == 0 and np.isfinite(history['best_reward'].iloc[-1])
+
+
+def test_async_envs_close_when_ctrl_c_came_after_their_step_was_read():
+    """Ctrl-C between reading the workers' answers and marking the step done leaves Gymnasium waiting for answers
+    that already came: closing must not hang on it."""
+    import threading
+
+    from xagents.utils.envs import close_envs, create_envs
+
+    envs = create_envs('CartPole-v1', n_envs=2, async_envs=True)
+    envs.reset(seed=0)
+    envs.step_async(envs.action_space.sample())
+    for pipe in envs.parent_pipes:  # what step_wait had read when the interrupt came
+        pipe.recv()
+    closing = threading.Thread(target=close_envs, args=(envs,), daemon=True)
+    closing.start()
+    closing.join(timeout=60)
+    assert not closing.is_alive()
+    assert not any(process.is_alive() for process in envs.processes)
 
 
 def test_a_terminated_run_says_which_files_it_wrote_and_which_it_did_not(workdir, xagents_command):

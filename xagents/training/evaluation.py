@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.envs import EpisodeScores, as_vector_env, create_envs, env_call, env_spec, settings_for
+from xagents.utils.envs import EpisodeScores, as_vector_env, close_envs, create_envs, env_call, env_spec, settings_for
 from xagents.utils.masks import mask_kwargs
 from xagents.utils.validation import validated
 
@@ -111,7 +111,7 @@ def evaluate(
                     lengths.append(length)
     finally:
         if owned:
-            envs.close()
+            close_envs(envs)
     if limit and np.any(np.asarray(lengths) >= limit):
         logger.warning('Evaluation cut %d of %d episodes at %s steps: the env sets no limit of its own (pass '
                        'max_episode_steps to change it)', int(np.sum(np.asarray(lengths) >= limit)), len(lengths),

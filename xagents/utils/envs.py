@@ -355,6 +355,21 @@ def _without_interrupts(make: Callable[[], gym.Env], learner: int) -> gym.Env:
     return make()
 
 
+PENDING_CALL_TIMEOUT = 5.0  # seconds a closing async env waits for a step or reset still running in its workers
+
+
+def close_envs(envs: gym.vector.VectorEnv) -> None:
+    """Close envs wherever a run stopped. Ctrl-C inside an async step may land after the workers' answers were
+    read, and Gymnasium's ``close`` would then wait for them forever: it waits a few seconds, then stops the
+    workers."""
+    if not isinstance(envs, gym.vector.AsyncVectorEnv):
+        envs.close()
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', message='.*Calling `close` while waiting for a pending call')
+        envs.close(timeout=PENDING_CALL_TIMEOUT)
+
+
 ENV_PARAMETERS = tuple(name for name in inspect.signature(create_envs).parameters if name not in ('env_id', 'seed'))
 
 
