@@ -418,7 +418,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             format: saved_model, tflite or onnx (the last two need pip install 'xagents[export]');
                 default: from the path, onnx for .onnx, tflite for .tflite, else saved_model.
             action_mask: The export takes a second input, action_mask: (batch, n) booleans of the allowed
-                actions (Discrete actions of PPO, A2C, TRPO, DQN and SAC).
+                actions (Discrete actions of PPO, A2C, TRPO, DQN and SAC; MultiDiscrete of PPO, A2C, TRPO).
 
         Returns:
             ``path``.

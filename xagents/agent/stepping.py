@@ -13,7 +13,7 @@ import numpy as np
 from xagents.training.distributed import WorkerPool
 from xagents.training.run import Episode
 from xagents.utils.envs import EnvError, EpisodeScores, check_finite, env_call, env_name
-from xagents.utils.masks import MaskReader, check_masks, final_masks, mask_size
+from xagents.utils.masks import MaskReader, check_masks, final_masks, mask_segments, mask_size
 
 logger = logging.getLogger('xagents')
 
@@ -105,7 +105,7 @@ class EnvStepping:
                            env_name(self.envs), type(self).__name__)
             return
         if masks is not None:
-            problem = check_masks(masks, self.envs.num_envs, size)
+            problem = check_masks(masks, self.envs.num_envs, mask_segments(self.envs.single_action_space))
             if problem:
                 raise EnvError(f'{env_name(self.envs)} at env step {self.steps:,}: {problem}')
         self.masks = masks
@@ -121,12 +121,13 @@ class EnvStepping:
 
     def checked_masks(self, masks: np.ndarray, batch: int) -> np.ndarray:
         """``masks`` given for ``batch`` observations as ``(batch, n)`` booleans, or a one-line ValueError."""
-        size = mask_size(self.envs.single_action_space)
-        if not self.masks_actions or size is None:
+        segments = mask_segments(self.envs.single_action_space)
+        if not self.masks_actions or segments is None:
             raise ValueError(f'{type(self).__name__} on {self.envs.single_action_space} takes no action mask: '
-                             'masks are for the Discrete actions of PPO, A2C, TRPO, DQN and SAC')
+                             'masks are for the Discrete actions of PPO, A2C, TRPO, DQN and SAC and the '
+                             'MultiDiscrete actions of PPO, A2C and TRPO')
         masks = masks.reshape(1, -1) if masks.ndim == 1 and batch == 1 else masks
-        problem = check_masks(masks.astype(bool), batch, size)
+        problem = check_masks(masks.astype(bool), batch, segments)
         if problem:
             raise ValueError(problem)
         return masks.astype(bool)

@@ -66,6 +66,29 @@ def test_masks_from_a_method_are_obeyed_and_unbounded_observations_warned():
     assert any('unbounded' in w and '--normalize-observations' in w for w in result.warnings)
 
 
+class MultiMasked(WrongShape):
+    """MultiDiscrete([3, 2]) actions whose mask allows only option 2 of the first choice and option 0 of the
+    second."""
+
+    observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+    action_space = gym.spaces.MultiDiscrete([3, 2], start=[1, 0])
+    sent = []
+
+    def step(self, action):
+        self.sent.append(tuple(int(choice) for choice in action))
+        return np.zeros(4, np.float32), 0.0, False, False, {}
+
+    def action_masks(self):
+        return np.array([False, False, True, True, False])
+
+
+def test_multi_discrete_masks_are_obeyed_choice_by_choice():
+    MultiMasked.sent = []
+    result = xagents.check_env(MultiMasked(), steps=20)
+    assert result.ok and result.masks == 'action_masks()' and MultiMasked.sent == [(3, 0)] * 20
+    assert any(note.startswith('PPO, A2C, TRPO act within the masks') for note in result.notes)
+
+
 def test_a_dict_env_with_a_text_key_is_taken_once_the_key_is_dropped():
     pytest.importorskip('minigrid')
     result = xagents.check_env('minigrid:MiniGrid-DoorKey-5x5-v0', steps=10)

@@ -73,7 +73,37 @@ class MethodEnv(CountingEnv):
         return ALLOWED[self.state]
 
 
-for _id, _entry in (('MaskedCount-v0', CountingEnv), ('MaskedCountMethod-v0', MethodEnv)):
+class MultiCountingEnv(CountingEnv):
+    """Two choices at once (``MultiDiscrete([5, 5])``): the first from the state's allowed actions, the second from
+    those of the state 3 further on; the mask is both concatenated (SB3-contrib's layout). A step counts as
+    forbidden if either choice is."""
+
+    action_space = gym.spaces.MultiDiscrete([N_ACTIONS, N_ACTIONS])
+
+    def _allowed(self) -> np.ndarray:
+        return np.concatenate([ALLOWED[self.state], ALLOWED[(self.state + 3) % N_STATES]])
+
+    def _info(self) -> dict:
+        return {'action_mask': self._allowed().astype(np.int8)}
+
+    def step(self, action):
+        first, second = (int(choice) for choice in action)
+        allowed = self._allowed()
+        forbidden = not (allowed[first] and allowed[N_ACTIONS + second])
+        self.actions += 1
+        if forbidden and self.strict:
+            raise RuntimeError(f'forbidden action {action} in state {self.state}')
+        self.invalid += forbidden
+        reward = (float(first == PAYS[self.state]) + float(second == PAYS[(self.state + 3) % N_STATES])) / 2
+        self.state, self.steps = int(self.np_random.integers(N_STATES)), self.steps + 1
+        terminated = bool(self.np_random.random() < 0.2)
+        return self._observation(), reward, terminated, self.steps >= 6 and not terminated, self._info()
+
+
+MULTI_ALLOWED = np.concatenate([ALLOWED, np.roll(ALLOWED, -3, 0)], 1)  # each state's two-choice mask
+
+for _id, _entry in (('MaskedCount-v0', CountingEnv), ('MaskedCountMethod-v0', MethodEnv),
+                    ('MaskedMultiCount-v0', MultiCountingEnv)):
     if _id not in gym.registry:
         gym.register(_id, entry_point=_entry)
 
@@ -135,6 +165,31 @@ def test_masked_categorical_log_probs_entropies_and_kl_are_the_renormalised_soft
         loss = tf.reduce_sum(categorical.entropy(masked_logits(variable, masks)))
     gradient = tape.gradient(loss, variable).numpy()
     assert np.all(gradient[~masks] == 0) and np.abs(gradient[masks]).sum() > 0
+
+
+def test_masked_multi_categorical_is_each_choices_renormalised_softmax():
+    """MultiDiscrete masks: each choice's part of the mask renormalises its own softmax; the joint log-probability
+    and entropy are the sums over choices (against SciPy), and sampling never draws a masked option."""
+    from xagents.utils.multi_distributions import MultiCategorical
+
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(N_STATES, 2 * N_ACTIONS)).astype(np.float32) * 3
+    distribution = MultiCategorical(MultiCountingEnv.action_space)
+    masked = masked_logits(tf.constant(logits), MULTI_ALLOWED)
+    first = renormalised(logits[:, :N_ACTIONS], MULTI_ALLOWED[:, :N_ACTIONS])
+    second = renormalised(logits[:, N_ACTIONS:], MULTI_ALLOWED[:, N_ACTIONS:])
+    actions = np.stack([MULTI_ALLOWED[:, :N_ACTIONS].argmax(-1), MULTI_ALLOWED[:, N_ACTIONS:].argmax(-1)], -1)
+    rows = np.arange(N_STATES)
+    expected = np.log(first[rows, actions[:, 0]]) + np.log(second[rows, actions[:, 1]])
+    np.testing.assert_allclose(distribution.log_prob(masked, actions).numpy(), expected, rtol=1e-5, atol=1e-5)
+    entropy = sum(special.entr(part).sum(-1) for part in (first, second))
+    np.testing.assert_allclose(distribution.entropy(masked).numpy(), entropy, rtol=1e-5, atol=1e-5)
+    many, many_masks = np.repeat(logits, 300, 0), np.repeat(MULTI_ALLOWED, 300, 0)
+    sampled, log_probs = distribution.sample_np(masked_logits_np(many, many_masks), rng)
+    row = np.arange(len(sampled))
+    assert many_masks[row, sampled[:, 0]].all() and many_masks[row, N_ACTIONS + sampled[:, 1]].all()
+    np.testing.assert_allclose(log_probs, np.log(np.repeat(first, 300, 0)[row, sampled[:, 0]])
+                               + np.log(np.repeat(second, 300, 0)[row, sampled[:, 1]]), rtol=1e-5, atol=1e-5)
 
 
 def test_on_policy_log_prob_entropy_takes_the_rollouts_masks():
@@ -271,6 +326,35 @@ def test_no_forbidden_action_reaches_an_env_that_offers_masks(name, env_id):
     unmasked = make_agent(name, env_id, action_masks=False)
     unmasked.fit(max_steps=200, quiet=True)
     assert unmasked.masks is None and invalid_actions(unmasked) > 0
+
+
+@pytest.mark.parametrize('name', ['PPO', 'A2C', 'TRPO'])
+def test_no_forbidden_choice_reaches_a_multi_discrete_env_that_offers_masks(name):
+    agent = make_agent(name, 'MaskedMultiCount-v0')
+    agent.fit(max_steps=200, quiet=True)
+    assert agent.masks.shape == (2, 2 * N_ACTIONS) and invalid_actions(agent) == 0
+    agent.evaluate(4, env=agent.envs)
+    assert invalid_actions(agent) == 0
+    unmasked = make_agent(name, 'MaskedMultiCount-v0', action_masks=False)
+    unmasked.fit(max_steps=200, quiet=True)
+    assert unmasked.masks is None and invalid_actions(unmasked) > 0
+
+
+def test_multi_discrete_predict_and_export_take_masks(tmp_path):
+    from xagents.utils.export import load_exported
+
+    agent = make_agent('PPO', 'MaskedMultiCount-v0')
+    observations = np.eye(N_STATES, dtype=np.float32)
+    actions = agent.predict(observations, action_mask=MULTI_ALLOWED)
+    assert actions.shape == (N_STATES, 2)
+    assert MULTI_ALLOWED[np.arange(N_STATES), actions[:, 0]].all()
+    assert MULTI_ALLOWED[np.arange(N_STATES), N_ACTIONS + actions[:, 1]].all()
+    exported = load_exported(agent.export(str(tmp_path / 'masked'), action_mask=True))
+    np.testing.assert_array_equal(exported(observations, MULTI_ALLOWED), actions)
+    one_choice_closed = MULTI_ALLOWED[2].copy()
+    one_choice_closed[N_ACTIONS:] = False
+    with pytest.raises(ValueError, match='no option of choice 1, entries 5-9'):
+        agent.predict(observations[2], action_mask=one_choice_closed)
 
 
 def test_masks_come_from_subprocess_envs_and_a_forbidden_action_would_fail_the_run():

@@ -18,13 +18,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.masks import MASK_KEY, MASK_METHOD, mask_size, random_valid
+from xagents.utils.masks import MASK_KEY, MASK_METHOD, check_masks, mask_segments, mask_size, random_valid
 from xagents.utils.observations import check_observation_space, is_image
 from xagents.utils.spaces import ACTION_SPACE_AGENTS, one_line
 
 AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'DDPG', 'TD3', 'SAC')
 OFF_POLICY_BOX = ('DDPG', 'TD3', 'SAC')  # scale their [-1, 1] actions to the Box's bounds
-MASKING_AGENTS = ('PPO', 'A2C', 'TRPO', 'DQN', 'SAC')  # act within masks (Discrete actions)
+MASKING_AGENTS = ('PPO', 'A2C', 'TRPO', 'DQN', 'SAC')  # act within masks (those of them that take the actions)
 UNBOUNDED = 1e30  # a bound this large (float32's maximum, as CartPole's) stands for no bound
 WIDE = 100.0  # vector observations spanning more than this are badly scaled for a network
 
@@ -218,16 +218,19 @@ def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
         result.masks = "action_masks()" if has_method else f"info['{MASK_KEY}']"
         size = mask_size(action_space)
         if size is None:
-            result.warnings.append(f'the env offers action masks but agents mask Discrete actions only: they ignore '
-                                   f'these ({type(action_space).__name__} actions)')
+            result.warnings.append(f'the env offers action masks but agents mask Discrete and MultiDiscrete actions '
+                                   f'only: they ignore these ({type(action_space).__name__} actions)')
         else:
             result.notes.append(f'{", ".join(a for a in MASKING_AGENTS if a in result.agents)} act within the masks '
                                 f'(--no-action-masks to compare)')
     rng = np.random.default_rng(seed)
     action_space.seed(seed)
     for _ in range(steps):
-        if masks is not None and mask_size(action_space) == masks.size and masks.any():
-            action = action_space.start + int(random_valid(rng, masks[None])[0])
+        segments = mask_segments(action_space)
+        if masks is not None and segments is not None and not check_masks(masks[None], 1, segments):
+            choices = random_valid(rng, masks[None], segments)[0]
+            action = (action_space.start + int(choices[0]) if isinstance(action_space, gym.spaces.Discrete)
+                      else action_space.start + choices.reshape(action_space.shape))
         else:
             action = action_space.sample()
         returned = call(result, 'step', env.step, action)
@@ -342,6 +345,7 @@ def read_masks(env: gym.Env, info: dict, has_method: bool, result: CheckResult, 
     size = mask_size(result.action_space)
     if size is not None and mask.shape != (size,):
         fail(result, f'{where} gave an action mask shaped {mask.shape}: expected ({size},), one entry per action')
-    if size is not None and not mask.astype(bool).any():
-        result.warnings.append(f'{where} gave an action mask that allows no action: agents then allow every action')
+    problem = size is not None and check_masks(mask.astype(bool)[None], 1, mask_segments(result.action_space))
+    if problem:
+        result.warnings.append(f'{where} gave an action mask that allows no action: agents stop there ({problem})')
     return mask.astype(bool)

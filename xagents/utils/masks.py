@@ -8,9 +8,10 @@ its step results and no extra round trip; other vector envs are asked with ``env
 Under ``SAME_STEP`` autoreset the mask that comes with a step is the next observation's (the reset one's
 where an episode ended); the final observation's is in ``info['final_info']``.
 
-A mask is ``(batch, n)`` booleans for ``Discrete(n)``; for spaces of several sub-actions it is the
-sub-spaces' masks concatenated, as SB3-contrib flattens them, and :func:`masked_logits` applies it to
-their concatenated logits the same way.
+A mask is ``(batch, n)`` booleans for ``Discrete(n)``; for ``MultiDiscrete(nvec)`` it is the choices' masks
+concatenated (``sum(nvec)`` entries), as SB3-contrib flattens them, and :func:`masked_logits` applies it to
+their concatenated logits the same way: each choice is drawn from its allowed options (masks that depend on
+the other choices' values are beyond independent choices, in SB3-contrib too).
 """
 from __future__ import annotations
 
@@ -43,11 +44,25 @@ def with_mask_info(env: gym.Env) -> gym.Env:
     return ActionMaskInfo(env) if env.has_wrapper_attr(MASK_METHOD) else env
 
 
+def mask_segments(space: gym.Space) -> np.ndarray | None:
+    """Entries of each choice's part of a mask of ``space``'s actions: ``[n]`` for ``Discrete(n)``, ``nvec`` for
+    ``MultiDiscrete`` (None: actions of this space are not masked)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return np.array([space.n], np.int64)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return space.nvec.ravel().astype(np.int64)
+    return None
+
+
 def mask_size(space: gym.Space) -> int | None:
     """Entries of a mask of ``space``'s actions (None: actions of this space are not masked)."""
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.n)
-    return None  # MultiDiscrete: int(np.sum(space.nvec)), once its distribution takes masks
+    segments = mask_segments(space)
+    return None if segments is None else int(segments.sum())
+
+
+def _parts(masks: np.ndarray, segments: np.ndarray) -> list[np.ndarray]:
+    """``(B, sum(segments))`` masks split into each choice's ``(B, segments[i])``."""
+    return np.split(masks, np.cumsum(segments)[:-1], axis=-1)
 
 
 class MaskReader:
@@ -107,14 +122,19 @@ def usable(masks: np.ndarray) -> np.ndarray:
     return masks
 
 
-def check_masks(masks: np.ndarray, n_envs: int, size: int) -> str | None:
+def check_masks(masks: np.ndarray, n_envs: int, segments: np.ndarray) -> str | None:
     """What is wrong with masks an agent is about to act on, or None: their shape, or a state that allows no
-    action."""
+    action (for several choices, no option of one of them)."""
+    size = int(segments.sum())
     if masks.shape != (n_envs, size):
         return f'expected action masks shaped {(n_envs, size)}, got {masks.shape}'
-    empty = np.flatnonzero(~masks.any(-1))
-    if len(empty):
-        return f'env {int(empty[0])} allows no action (its action mask is all False)'
+    for choice, part in enumerate(_parts(masks, segments)):
+        empty = np.flatnonzero(~part.any(-1))
+        if len(empty) and len(segments) == 1:
+            return f'env {int(empty[0])} allows no action (its action mask is all False)'
+        if len(empty):
+            return (f'env {int(empty[0])} allows no action (its action mask allows no option of choice {choice}, '
+                    f'entries {int(segments[:choice].sum())}-{int(segments[:choice + 1].sum()) - 1})')
     return None
 
 
@@ -140,6 +160,9 @@ def masked_logits(logits, masks):
     return tf.where(tf.cast(masks, tf.bool), logits, tf.constant(MASKED_LOGIT, logits.dtype))
 
 
-def random_valid(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
-    """One action per row of ``masks``, uniform over the allowed ones."""
-    return np.where(masks, rng.random(masks.shape), -1.0).argmax(-1)
+def random_valid(rng: np.random.Generator, masks: np.ndarray, segments: np.ndarray | None = None) -> np.ndarray:
+    """One action per row of ``masks``, uniform over the allowed ones; with ``segments`` (several choices), one
+    option per choice: ``(B, len(segments))``."""
+    if segments is None:
+        return np.where(masks, rng.random(masks.shape), -1.0).argmax(-1)
+    return np.stack([random_valid(rng, part) for part in _parts(masks, segments)], -1)
