@@ -5,6 +5,7 @@ Runs in its own virtual environment (SB3 is a comparison, not a dependency of xa
     python -m venv sb3 && sb3/bin/pip install stable-baselines3 sb3-contrib 'gymnasium[box2d,atari,mujoco]' opencv-python-headless
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole --seed 0
     sb3/bin/python benchmarks/sb3_baseline.py maskable-taxi --seed 0
+    sb3/bin/python benchmarks/sb3_baseline.py multi-input-doorkey --seed 0  # also: pip install minigrid
     sb3/bin/python benchmarks/sb3_baseline.py evaluate --algo ppo --env Hopper-v5 --steps 300000 --seed 0
 
 Prints one JSON line: the env steps taken and, for a target, the steps at which it was reached;
@@ -110,29 +111,36 @@ ZOO_PPO_MUJOCO = {  # RL Zoo's ppo.yml (v4 entries), all with normalize: true an
 
 
 class Evaluations(BaseCallback):
-    """Every ``frequency`` env steps, the mean return of 10 deterministic episodes (observations
-    normalised with the training statistics, as RL Zoo evaluates)."""
+    """Every ``frequency`` env steps, the mean return of ``episodes`` deterministic episodes on a fresh env from
+    ``make`` (observations normalised with the training statistics, as RL Zoo evaluates; within the env's masks
+    if it has ``action_masks``); with a ``target``, training stops once the mean reaches it."""
 
-    def __init__(self, env_id: str, frequency: int, seed: int) -> None:
+    def __init__(self, make, frequency: int, seed: int, episodes: int = 10, target: float | None = None) -> None:
         super().__init__()
-        self.env_id, self.frequency, self.seed, self.evaluations = env_id, frequency, seed, []
+        self.make, self.frequency, self.seed, self.episodes, self.target = make, frequency, seed, episodes, target
+        self.evaluations, self.reached = [], None
 
     def _on_step(self) -> bool:
-        if self.num_timesteps % self.frequency == 0:
-            env, returns = gym.make(self.env_id), []
-            normalize = self.model.get_vec_normalize_env()
-            for episode in range(10):
-                observation, _ = env.reset(seed=10_000 + self.seed * 100 + episode)
-                done, total = False, 0.0
-                while not done:
-                    if normalize is not None:
-                        observation = normalize.normalize_obs(observation)
-                    action, _ = self.model.predict(observation, deterministic=True)
-                    observation, reward, terminated, truncated, _ = env.step(action)
-                    total, done = total + reward, terminated or truncated
-                returns.append(total)
-            self.evaluations.append((self.num_timesteps, float(np.mean(returns))))
-            print(json.dumps({'step': self.num_timesteps, 'eval': self.evaluations[-1][1]}), flush=True)
+        if self.num_timesteps % self.frequency:
+            return True
+        env, returns = self.make(), []
+        normalize = self.model.get_vec_normalize_env()
+        for episode in range(self.episodes):
+            observation, _ = env.reset(seed=10_000 + self.seed * 100 + episode)
+            done, total = False, 0.0
+            while not done:
+                if normalize is not None:
+                    observation = normalize.normalize_obs(observation)
+                masks = {'action_masks': env.action_masks()} if hasattr(env, 'action_masks') else {}
+                action, _ = self.model.predict(observation, deterministic=True, **masks)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                total, done = total + reward, terminated or truncated
+            returns.append(total)
+        self.evaluations.append((self.num_timesteps, float(np.mean(returns))))
+        print(json.dumps({'step': self.num_timesteps, 'eval': self.evaluations[-1][1]}), flush=True)
+        if self.target is not None and self.evaluations[-1][1] >= self.target:
+            self.reached = self.num_timesteps
+            return False
         return True
 
 
@@ -159,12 +167,15 @@ def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int = 10_000):
 
 def evaluate(algo: str, env_id: str, seed: int, steps: int, frequency: int) -> dict:
     """RL Zoo's settings for ``algo`` on ``env_id``, evaluated every ``frequency`` steps; the evaluations."""
-    model = zoo_model(algo, env_id, seed)
-    evaluations = Evaluations(env_id, frequency, seed)
+    return learn_and_evaluate(zoo_model(algo, env_id, seed), Evaluations(lambda: gym.make(env_id), frequency, seed),
+                              steps)
+
+
+def learn_and_evaluate(model, evaluations: Evaluations, steps: int) -> dict:
     start = time.perf_counter()
     model.learn(steps, callback=evaluations)
-    return {'steps': model.num_timesteps, 'train_seconds': time.perf_counter() - start,
-            'evaluations': evaluations.evaluations}
+    return {'steps': model.num_timesteps, 'reached': evaluations.reached,
+            'train_seconds': time.perf_counter() - start, 'evaluations': evaluations.evaluations}
 
 
 def maskable_taxi(seed: int) -> dict:
@@ -177,43 +188,40 @@ def maskable_taxi(seed: int) -> dict:
     def make():
         return ActionMasker(gym.make('Taxi-v4'), lambda env: env.unwrapped.action_mask(env.unwrapped.s).astype(bool))
 
-    env = make_vec_env(make, n_envs=8, seed=seed)
-    model = MaskablePPO('MlpPolicy', env, n_steps=128, batch_size=256, n_epochs=4, learning_rate=3e-4,
-                        gae_lambda=0.95, ent_coef=0.01, seed=seed)
+    model = MaskablePPO('MlpPolicy', make_vec_env(make, n_envs=8, seed=seed), n_steps=128, batch_size=256,
+                        n_epochs=4, learning_rate=3e-4, gae_lambda=0.95, ent_coef=0.01, seed=seed)
+    return learn_and_evaluate(model, Evaluations(make, 20_000, seed, episodes=20, target=7), 600_000)
 
-    class Evaluate(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.evaluations, self.reached = [], None
 
-        def _on_step(self) -> bool:
-            if self.num_timesteps % 20_000:
-                return True
-            evaluation, returns = make(), []
-            for episode in range(20):
-                observation, _ = evaluation.reset(seed=10_000 + seed * 100 + episode)
-                done, total = False, 0.0
-                while not done:
-                    action, _ = self.model.predict(observation, deterministic=True,
-                                                   action_masks=evaluation.action_masks())
-                    observation, reward, terminated, truncated, _ = evaluation.step(action)
-                    total, done = total + reward, terminated or truncated
-                returns.append(total)
-            self.evaluations.append((self.num_timesteps, float(np.mean(returns))))
-            if self.evaluations[-1][1] >= 7:
-                self.reached = self.num_timesteps
-                return False
-            return True
+def multi_input_doorkey(seed: int) -> dict:
+    """SB3's PPO with MultiInputPolicy on MiniGrid-DoorKey-5x5-v0's image and direction, with xagents' settings
+    (8 envs x 128 steps, 10 epochs of 16 minibatches, lr 2.5e-4, GAE 0.95, no entropy bonus, 64-64 tanh). The
+    7x7 grid of ids is too small for SB3's NatureCNN: it enters as a float Box of id / 10, which SB3's
+    CombinedExtractor flattens (as xagents' minigrid-model.cfg does); the direction is one-hot in both. Every
+    10,240 steps 20 deterministic episodes, stopping at a mean of 0.9 or after 150,000 steps."""
+    import minigrid  # noqa: F401 (registers the envs)
 
-    evaluate_ = Evaluate()
-    start = time.perf_counter()
-    model.learn(600_000, callback=evaluate_)
-    return {'steps': model.num_timesteps, 'reached': evaluate_.reached, 'train_seconds': time.perf_counter() - start,
-            'evaluations': evaluate_.evaluations}
+    class ImageAndDirection(gym.ObservationWrapper):
+        def __init__(self, env: gym.Env) -> None:
+            super().__init__(env)
+            spaces = env.observation_space.spaces
+            self.observation_space = gym.spaces.Dict({
+                'direction': spaces['direction'],
+                'image': gym.spaces.Box(0.0, 25.5, spaces['image'].shape, np.float32)})
+
+        def observation(self, observation: dict) -> dict:
+            return {'direction': observation['direction'], 'image': observation['image'].astype(np.float32) / 10}
+
+    def make():
+        return ImageAndDirection(gym.make('MiniGrid-DoorKey-5x5-v0'))
+
+    model = PPO('MultiInputPolicy', make_vec_env(make, n_envs=8, seed=seed), n_steps=128, batch_size=64,
+                n_epochs=10, learning_rate=2.5e-4, gae_lambda=0.95, ent_coef=0.0, seed=seed)
+    return learn_and_evaluate(model, Evaluations(make, 10_240, seed, episodes=20, target=0.9), 150_000)
 
 
 CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong': ppo_pong,
-         'maskable-taxi': maskable_taxi,
+         'maskable-taxi': maskable_taxi, 'multi-input-doorkey': multi_input_doorkey,
          'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
          'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup)}
 
