@@ -133,6 +133,8 @@ class Evaluations(BaseCallback):
                     observation = normalize.normalize_obs(observation)
                 masks = {'action_masks': env.action_masks()} if hasattr(env, 'action_masks') else {}
                 action, _ = self.model.predict(observation, deterministic=True, **masks)
+                if isinstance(env.action_space, gym.spaces.Discrete):
+                    action = int(action)  # (Taxi indexes its tables with it)
                 observation, reward, terminated, truncated, _ = env.step(action)
                 total, done = total + reward, terminated or truncated
             returns.append(total)
