@@ -110,8 +110,8 @@ class ACER(BaseAgent):
         self.average.set_weights(self.model.get_weights())
         self.optimizer = self.make_optimizer('model', RMSpropTF1(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon))
         def segment_buffer(capacity: int) -> SegmentBuffer:
-            return SegmentBuffer(capacity, n_steps, self.n_envs, self.observation_space,  # (Dict ones packed)
-                                 envs.single_action_space, seed=random_stream(self.seed, REPLAY),
+            return SegmentBuffer(capacity, n_steps, self.n_envs, self.observation_space, envs.single_action_space,
+                                 seed=random_stream(self.seed, REPLAY), keys=self.dict_observations,
                                  frame_stack_axis=-1 if frame_stacked(envs) else None)
 
         check_fits(f'a replay buffer of {buffer_max_size:,} segments', segment_buffer(1).nbytes * buffer_max_size,

@@ -295,6 +295,46 @@ def test_play_and_resume_on_dict_observations(trained, tmp_path):
     assert resumed.steps == steps + 32
 
 
+def test_acers_segments_store_every_key_apart_and_replay_each_env_column_whole():
+    from xagents.utils.segments import SegmentBuffer, TrajectorySegment
+
+    keys = DictObservations.of(space())
+    buffer = SegmentBuffer(4, 5, 2, keys.space, gym.spaces.Discrete(2), seed=0, keys=keys)
+    parts = buffer.observation_store.parts
+    assert parts['camera'].data.dtype == np.uint8 and parts['mode'].data.dtype == np.int64
+    packed_floats = SegmentBuffer(4, 5, 2, keys.space, gym.spaces.Discrete(2)).nbytes
+    assert buffer.nbytes < packed_floats / 2  # the 6x6 image as bytes, not float32
+    segments = []
+    for index in range(3):
+        observations = keys.pack(samples(12)).reshape(6, 2, -1)
+        segment = TrajectorySegment(observations, np.full((5, 2), index), np.zeros((5, 2), np.float32),
+                                    np.zeros((5, 2), np.float32), np.full((5, 2, 2), 0.5, np.float32))
+        buffer.add(segment)
+        segments.append(segment)
+    sampled = buffer.sample()
+    assert sampled.observations.shape == (6, 2, keys.size) and sampled.observations.dtype == np.float32
+    for env in range(2):
+        source = segments[int(sampled.actions[0, env])]  # the segment this column came from, all of it
+        np.testing.assert_array_equal(sampled.observations[:, env], source.observations[:, env])
+
+    restored = SegmentBuffer(4, 5, 2, keys.space, gym.spaces.Discrete(2), seed=1, keys=keys)
+    restore_buffer_state(restored, buffer_state(buffer))
+    for name, part in parts.items():
+        np.testing.assert_array_equal(restored.observation_store.parts[name].data, part.data)
+    np.testing.assert_array_equal(restored.sample().observations, buffer.sample().observations)
+
+
+def test_a_saved_acer_keeps_its_segments_per_key(tmp_path):
+    agent = ACER.from_env('Sensors-v0', n_envs=2, seed=0, quiet=True, **SMALL[ACER])
+    agent.fit(max_steps=96)
+    agent.save(str(tmp_path / 'acer'), include_buffer=True)
+    loaded = ACER.load(str(tmp_path / 'acer'))
+    assert len(loaded.buffer) == len(agent.buffer) > 0
+    for name, part in agent.buffer.observation_store.parts.items():
+        np.testing.assert_array_equal(loaded.buffer.observation_store.parts[name].data, part.data)
+    assert loaded.buffer.observation_store.parts['camera'].data.dtype == np.uint8
+
+
 def test_a_saved_replay_buffer_of_dict_observations_comes_back_per_key(tmp_path):
     agent = DQN.from_env('Sensors-v0', n_envs=2, seed=0, quiet=True, **SMALL[DQN])
     agent.fit(max_steps=64)

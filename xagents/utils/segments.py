@@ -7,7 +7,8 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.buffers import check_space, stack_axis
+from xagents.utils.buffers import _DictStore, check_space, stack_axis
+from xagents.utils.observations import DictObservations
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class SegmentBuffer:
 
     def __init__(self, capacity: int, n_steps: int, n_envs: int, observation_space: gym.Space,
                  action_space: gym.spaces.Discrete, seed: int | np.random.Generator | None = None,
-                 frame_stack_axis: int | None = None) -> None:
+                 frame_stack_axis: int | None = None, keys: DictObservations | None = None) -> None:
         """Allocate the storage.
 
         Args:
@@ -61,6 +62,8 @@ class SegmentBuffer:
             seed: Seed of the sampling generator, or the generator itself.
             frame_stack_axis: None to store observations whole; the stacking axis of frame-stack
                 observations (-1 for channels-last Atari stacks) to store each frame once.
+            keys: For Dict observations (``observation_space`` their packed vectors), how they pack: each key
+                is then stored in an array of its own, in its own dtype (an image as uint8, not float32).
         """
         check_space(observation_space, 'an observation space')
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -72,7 +75,13 @@ class SegmentBuffer:
         self.observation_shape = observation_space.shape
         self.rng = np.random.default_rng(seed)
         shape = (capacity, n_steps, n_envs)
-        if frame_stack_axis is None:
+        self.observation_store = None
+        if keys is not None:
+            if frame_stack_axis is not None:
+                raise ValueError('expected frame_stack_axis None with Dict observations (stored key by key)')
+            self.stack_axis, self.observations = None, None
+            self.observation_store = _DictStore(capacity * (n_steps + 1), n_envs, keys, None)  # a row per step
+        elif frame_stack_axis is None:
             self.stack_axis = None
             self.observations = np.zeros((capacity, n_steps + 1, n_envs) + observation_space.shape,
                                          observation_space.dtype)
@@ -88,7 +97,7 @@ class SegmentBuffer:
         self.rewards = np.zeros(shape, np.float32)
         self.dones = np.zeros(shape, np.float32)
         self.policies = np.zeros(shape + (int(action_space.n),), np.float32)
-        self._arrays = (self.observations, self.actions, self.rewards, self.dones, self.policies)
+        self._arrays = (self.actions, self.rewards, self.dones, self.policies)
         self._next, self._size = 0, 0
 
     def __len__(self) -> int:
@@ -98,18 +107,22 @@ class SegmentBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes held by the storage arrays."""
-        return sum(array.nbytes for array in self._arrays)
+        observations = self.observations if self.observation_store is None else self.observation_store
+        return observations.nbytes + sum(array.nbytes for array in self._arrays)
 
     def add(self, segment: TrajectorySegment) -> None:
         """Store a segment, overwriting the oldest one when the buffer is full."""
         expected = (self.n_steps + 1, self.n_envs) + self.observation_shape
         if np.shape(segment.observations) != expected:
             raise ValueError(f'expected observations of shape {expected}, got {np.shape(segment.observations)}')
-        for name, array, value in zip(TrajectorySegment._fields[1:], self._arrays[1:], segment[1:]):
+        for name, array, value in zip(TrajectorySegment._fields[1:], self._arrays, segment[1:]):
             if np.shape(value) != array.shape[1:]:
                 raise ValueError(f'expected {name} of shape {array.shape[1:]}, got {np.shape(value)}')
             array[self._next] = value
-        if self.stack_axis is None:
+        if self.observation_store is not None:
+            rows, envs = self._rows(np.full(self.n_envs, self._next))
+            self.observation_store.write(rows, envs, segment.observations.reshape(len(rows), -1))
+        elif self.stack_axis is None:
             self.observations[self._next] = segment.observations
         else:
             by_frame = np.moveaxis(segment.observations, 2 + self.stack_axis, 2)  # (T + 1, N, K, *frame)
@@ -124,11 +137,15 @@ class SegmentBuffer:
             raise ValueError('expected at least one stored segment, got an empty buffer')
         segments, envs = self.rng.integers(0, self._size, self.n_envs), np.arange(self.n_envs)
         # Indexing [segments, :, envs] puts the env axis first; swap it back behind time.
-        columns = [np.ascontiguousarray(np.swapaxes(array[segments, :, envs], 0, 1)) for array in self._arrays[1:]]
+        columns = [np.ascontiguousarray(np.swapaxes(array[segments, :, envs], 0, 1)) for array in self._arrays]
         return TrajectorySegment(self._sample_observations(segments, envs), *columns)
 
     def _sample_observations(self, segments: np.ndarray, envs: np.ndarray) -> np.ndarray:
         """``(n_steps + 1, n_envs, *observation_shape)`` observations of env ``i`` of segment ``segments[i]``."""
+        if self.observation_store is not None:
+            rows, columns = self._rows(segments)
+            packed = self.observation_store.read(rows[:, None], columns)
+            return packed.reshape(self.n_steps + 1, self.n_envs, -1)
         if self.stack_axis is None:
             return np.ascontiguousarray(np.swapaxes(self.observations[segments, :, envs], 0, 1))
         size, steps = self.stack_size, np.arange(self.n_steps + 1)
@@ -141,3 +158,10 @@ class SegmentBuffer:
         frames = self.observations[segments[:, None, None], positions, envs[:, None, None]]  # (N, T + 1, K, *frame)
         stacks = np.moveaxis(frames, 2, 2 + self.stack_axis)
         return np.ascontiguousarray(np.swapaxes(stacks, 0, 1))
+
+    def _rows(self, segments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and env columns in the Dict store of step ``t`` of env ``i`` in segment ``segments[i]``, flat in
+        ``(t, i)`` order: ``(n_steps + 1) * n_envs`` of each."""
+        steps = np.arange(self.n_steps + 1)[:, None]
+        rows = segments[None, :] * (self.n_steps + 1) + steps
+        return rows.ravel(), np.broadcast_to(np.arange(self.n_envs), rows.shape).ravel()
