@@ -304,8 +304,9 @@ def markdown(table) -> str:
         low, high = row.steps_to_target_ci
         steps = (f'{row.steps_to_target_mean:,.0f} ({low:,.0f}–{high:,.0f})' if row.reached == row.seeds
                  else f'≥ {row.steps_to_target_mean:,.0f}')
+        digits = 2 if abs(row.target) < 5 else 1  # MiniGrid's 0.96 is not 1.0
         final = '—' if np.isnan(row.final_eval_mean) else (
-            f'{row.final_eval_mean:.1f} ({row.final_eval_ci[0]:.1f}–{row.final_eval_ci[1]:.1f})')
+            f'{row.final_eval_mean:.{digits}f} ({row.final_eval_ci[0]:.{digits}f}–{row.final_eval_ci[1]:.{digits}f})')
         lines.append(f'| {row.agent} | {row.env} | {row.target:g} within {row.budget:,} | {row.reached}/{row.seeds} '
                      f'| {steps} | {final} | {row.wall_seconds_mean:.0f} s | {row.steps_per_second_mean:,.0f} '
                      f'| {row.seeds_list} |')
