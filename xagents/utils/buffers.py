@@ -183,9 +183,10 @@ class _FrameStore:
         return (observations == newest).reshape(len(observations), -1).all(axis=1)
 
 
-class _DictStore:
+class DictStore:
     """Dict observations, every key in an array of its own, in its own dtype (an image key as uint8, and one
-    frame per slot when frames are stacked); written and read as the agent's packed vectors."""
+    frame per slot when frames are stacked); written and read as the agent's packed vectors. The replay buffer's
+    store, and ACER's segment buffer's (a row per step)."""
 
     def __init__(self, rows: int, n_envs: int, keys: DictObservations, axis: int | None) -> None:
         self.keys = keys
@@ -296,7 +297,7 @@ class ReplayBuffer:
         rows = capacity // n_envs + 1  # + 1: the slot after the newest transition
         keys = DictObservations.of(observation_space)
         if keys is not None:
-            self._store = _DictStore(rows, n_envs, keys, frame_stack_axis)
+            self._store = DictStore(rows, n_envs, keys, frame_stack_axis)
             observation_space = keys.space
         elif frame_stack_axis is None:
             self._store = _ObservationStore(rows, n_envs, observation_space)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.buffers import _DictStore, check_space, stack_axis
+from xagents.utils.buffers import DictStore, check_space, stack_axis
 from xagents.utils.observations import DictObservations
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class SegmentBuffer:
             if frame_stack_axis is not None:
                 raise ValueError('expected frame_stack_axis None with Dict observations (stored key by key)')
             self.stack_axis, self.observations = None, None
-            self.observation_store = _DictStore(capacity * (n_steps + 1), n_envs, keys, None)  # a row per step
+            self.observation_store = DictStore(capacity * (n_steps + 1), n_envs, keys, None)  # a row per step
         elif frame_stack_axis is None:
             self.stack_axis = None
             self.observations = np.zeros((capacity, n_steps + 1, n_envs) + observation_space.shape,
