@@ -151,14 +151,19 @@ def test_a_signal_stops_training_in_order_with_one_line_and_status_130(workdir, 
     assert agent.steps == 0 and np.isfinite(history['best_reward'].iloc[-1])
 
 
-def test_async_envs_close_when_ctrl_c_came_after_their_step_was_read():
+def test_async_envs_close_when_ctrl_c_came_after_their_step_was_read(capfd):
     """Ctrl-C between reading the workers' answers and marking the step done leaves Gymnasium waiting for answers
-    that already came: closing must not hang on it."""
+    that already came: closing must not hang on it, and the workers it stops print nothing (the command turns
+    SIGTERM into a stop in order, which its workers must not inherit)."""
     import threading
 
     from xagents.utils.envs import close_envs, create_envs
 
-    envs = create_envs('CartPole-v1', n_envs=2, async_envs=True)
+    handler = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as the command sets it
+    try:
+        envs = create_envs('CartPole-v1', n_envs=2, async_envs=True)
+    finally:
+        signal.signal(signal.SIGTERM, handler)
     envs.reset(seed=0)
     envs.step_async(envs.action_space.sample())
     for pipe in envs.parent_pipes:  # what step_wait had read when the interrupt came
@@ -168,6 +173,7 @@ def test_async_envs_close_when_ctrl_c_came_after_their_step_was_read():
     closing.join(timeout=60)
     assert not closing.is_alive()
     assert not any(process.is_alive() for process in envs.processes)
+    assert 'Traceback' not in capfd.readouterr().err
 
 
 def test_a_terminated_run_says_which_files_it_wrote_and_which_it_did_not(workdir, xagents_command):

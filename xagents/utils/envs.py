@@ -348,10 +348,12 @@ def create_envs(
 
 def _without_interrupts(make: Callable[[], gym.Env], learner: int) -> gym.Env:
     """Make an env in an ``AsyncVectorEnv`` worker process that ignores Ctrl-C: a terminal sends SIGINT to
-    every process of the group, and the learner stops the run and closes its workers in order. (The
-    learner makes one env too, for the spaces: its own Ctrl-C stays.)"""
+    every process of the group, and the learner stops the run and closes its workers in order. SIGTERM, which
+    the learner turns into a stop in order for itself, ends a worker quietly again (it is how a close that
+    cannot wait stops them). (The learner makes one env too, for the spaces: its own signals stay.)"""
     if os.getpid() != learner:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return make()
 
 
