@@ -96,8 +96,8 @@ class EnvStepping:
         """Note the action masks a reset or step gave with ``info`` (see :mod:`xagents.utils.masks`): ``masks``, of
         the observations it returned, and ``final_step_masks``, of a step's final observations. Both stay None
         when the envs offer none, masking is off (``action_masks=False``) or the agent does not mask."""
-        size = mask_size(self.envs.single_action_space)
-        if not self.action_masks or size is None or not self.masks_actions and dones is not None:
+        segments = mask_segments(self.envs.single_action_space)
+        if not self.action_masks or segments is None or not self.masks_actions and dones is not None:
             return
         masks = self.read_masks(info)
         if masks is not None and not self.masks_actions:  # (read at the first reset only, to say so)
@@ -105,7 +105,7 @@ class EnvStepping:
                            env_name(self.envs), type(self).__name__)
             return
         if masks is not None:
-            problem = check_masks(masks, self.envs.num_envs, mask_segments(self.envs.single_action_space))
+            problem = check_masks(masks, self.envs.num_envs, segments)
             if problem:
                 raise EnvError(f'{env_name(self.envs)} at env step {self.steps:,}: {problem}')
         self.masks = masks

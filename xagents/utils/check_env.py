@@ -225,8 +225,8 @@ def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
                                 f'(--no-action-masks to compare)')
     rng = np.random.default_rng(seed)
     action_space.seed(seed)
+    segments = mask_segments(action_space)
     for _ in range(steps):
-        segments = mask_segments(action_space)
         if masks is not None and segments is not None and not check_masks(masks[None], 1, segments):
             choices = random_valid(rng, masks[None], segments)[0]
             action = (action_space.start + int(choices[0]) if isinstance(action_space, gym.spaces.Discrete)

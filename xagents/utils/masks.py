@@ -62,7 +62,7 @@ def mask_size(space: gym.Space) -> int | None:
 
 def _parts(masks: np.ndarray, segments: np.ndarray) -> list[np.ndarray]:
     """``(B, sum(segments))`` masks split into each choice's ``(B, segments[i])``."""
-    return np.split(masks, np.cumsum(segments)[:-1], axis=-1)
+    return [masks] if len(segments) == 1 else np.split(masks, np.cumsum(segments)[:-1], axis=-1)
 
 
 class MaskReader:
