@@ -53,7 +53,7 @@ def restore_buffer_state(buffer, state: dict[str, np.ndarray], source: str = 'th
         ValueError: the saved arrays do not fit this buffer (another capacity, env count or space), or some
             are missing or unknown to it (a damaged file, or one of another kind of buffer).
     """
-    for name in getattr(buffer, 'lazy_arrays', ()):  # arrays the buffer allocates on first use, saved once it had
+    for name in buffer.lazy_arrays:  # arrays the buffer allocates on first use, saved once it had
         key = f'buffer/{name}'
         if key in state and getattr(buffer, name) is None:
             shape = tuple(state[key + SHAPE]) if key + SHAPE in state else state[key].shape

@@ -48,6 +48,8 @@ class SegmentBuffer:
     ``FrameStackObservation`` repeats (``padding_type='reset'``).
     """
 
+    lazy_arrays = ()  # (every array is allocated up front)
+
     def __init__(self, capacity: int, n_steps: int, n_envs: int, observation_space: gym.Space,
                  action_space: gym.spaces.Discrete, seed: int | np.random.Generator | None = None,
                  frame_stack_axis: int | None = None, keys: DictObservations | None = None) -> None:
