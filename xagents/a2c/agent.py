@@ -35,6 +35,8 @@ class A2C(OnPolicy):
         optimizer: str = 'rmsprop',
         rmsprop_alpha: float = 0.99,
         rmsprop_epsilon: float = 1e-5,
+        recurrent: str | None = None,
+        sequence_length: int | None = None,
         **kwargs,
     ) -> None:
         """
@@ -50,8 +52,13 @@ class A2C(OnPolicy):
                 beta1 and beta2).
             rmsprop_alpha: RMSProp decay of the squared-gradient average.
             rmsprop_epsilon: RMSProp epsilon, added inside the square root.
+            recurrent: Give the policy memory, an lstm or gru layer (its size in the model's .cfg; default
+                ann/cnn-model-recurrent.cfg): for envs that show only part of their state.
+            sequence_length: Steps per training sequence of a recurrent policy (must divide n_steps; default
+                n_steps).
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
+        self.setup_recurrence(recurrent, sequence_length)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f'expected optimizer {" or ".join(OPTIMIZERS)}, got {optimizer!r}')
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
@@ -61,9 +68,17 @@ class A2C(OnPolicy):
         self.optimizer = self.make_optimizer('model', rmsprop, global_clipnorm=grad_norm)
 
     @tf.function
-    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
+    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
+                   sequences=None) -> dict:
+        if sequences is not None:  # a recurrent policy's whole sequences, flattened
+            batch = self.minibatch_of({'observations': observations, 'actions': actions, 'advantages': advantages,
+                                       'returns': returns, 'sequences': sequences,
+                                       **({} if action_masks is None else {'action_masks': action_masks})})
+            observations, actions, advantages, returns = (batch[name] for name in (
+                'observations', 'actions', 'advantages', 'returns'))
+            action_masks = batch.get('action_masks')
         with tf.GradientTape() as tape:
-            params, values = self.policy_value(observations)
+            params, values = self.policy_value(observations, sequences)
             new_log_probs, entropy = self.log_prob_entropy(params, actions, action_masks)
             policy_loss = -tf.reduce_mean(new_log_probs * advantages)
             value_loss = tf.reduce_mean((returns - values[:, 0]) ** 2)

@@ -37,6 +37,7 @@ from xagents.utils.models import Forward, Output, build_model, check_model, is_i
 from xagents.utils.names import unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
+from xagents.utils.recurrence import Memory, memory_kwargs
 from xagents.utils.spaces import agents_taking, one_line
 from xagents.utils.streams import ACTING, random_stream
 from xagents.utils.validation import RENAMED, validated
@@ -204,10 +205,10 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         agent.run_defaults.update(run_settings)
         return agent
 
-    def model_file(self, role: str, observation_space: gym.Space, given) -> str | tf.keras.Model:
+    def model_file(self, role: str, observation_space: gym.Space, given, variant: str = '') -> str | tf.keras.Model:
         """Resolve a model argument: a Keras model or cfg path as given, or the packaged default.
 
-        The default is ``models/{ann,cnn}-<role>.cfg`` beside the agent's module, else beside its
+        The default is ``models/{ann,cnn}-<role><variant>.cfg`` beside the agent's module, else beside its
         base class's (TD3 uses DDPG's actor; PPO and A2C the shared ``xagents/agent/models``). A bare
         file name that is no file here names a packaged cfg the same way (a preset's
         ``"actor_model": "ann-actor-256.cfg"``).
@@ -215,7 +216,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         if given is not None and not (isinstance(given, str) and os.path.basename(given) == given
                                       and given.endswith('.cfg') and not os.path.exists(given)):
             return given
-        name = given or f'{"cnn" if is_image_space(observation_space) else "ann"}-{role}.cfg'
+        name = given or f'{"cnn" if is_image_space(observation_space) else "ann"}-{role}{variant}.cfg'
         for klass in type(self).__mro__:
             if issubclass(klass, BaseAgent):
                 root, *inner = klass.__module__.split('.')[:-1]
@@ -224,16 +225,21 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                     return str(path)
         raise ValueError(f'{type(self).__name__} ships no {name}: pass a model (a .cfg file or a Keras model)')
 
-    def build(self, role: str, given, outputs: Sequence[Output], features: bool = False) -> tf.keras.Model:
+    def build(self, role: str, given, outputs: Sequence[Output], features: bool = False,
+              recurrent: str | None = None) -> tf.keras.Model:
         """Build (or accept) the model for ``role`` with the outputs the agent needs (and, with ``features``,
-        the activations its first output's layer takes, last)."""
+        the activations its first output's layer takes, last; with ``recurrent``, its memory: the packaged
+        default is then ``{ann,cnn}-<role>-recurrent.cfg``)."""
         observation_space = self.envs.single_observation_space
-        model = self.model_file(role, observation_space, given)
+        model = self.model_file(role, observation_space, given, '-recurrent' if recurrent else '')
         if isinstance(model, tf.keras.Model):
+            if recurrent:
+                raise ValueError(f"{type(self).__name__}'s {role}: recurrent={recurrent!r} builds its memory from a "
+                                 '.cfg model (a [recurrent-N] section), got a Keras model')
             self.check_keras_model(model, role)
             check_model(model, observation_space, outputs, features, f"{type(self).__name__}'s {role}")
         else:
-            model = build_model(model, observation_space, outputs, name=role, features=features)
+            model = build_model(model, observation_space, outputs, name=role, features=features, recurrent=recurrent)
         self.models[role] = model
         return model
 
@@ -350,6 +356,11 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             forward.refresh()
         self._weights_version += 1
 
+    def new_memory(self, batch: int) -> Memory | None:
+        """The recurrent state of ``batch`` envs about to begin episodes, for :meth:`act` (None: the policy has no
+        memory)."""
+        return None
+
     def collect(self):
         """Act in the envs for one round; what the agent learns from (workers return it to the learner)."""
         raise NotImplementedError
@@ -368,7 +379,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
 
     @validated
     def predict(self, observation: np.ndarray | dict, deterministic: bool = True,
-                action_mask: np.ndarray | None = None) -> np.ndarray:
+                action_mask: np.ndarray | None = None, state: np.ndarray | None = None,
+                episode_start: np.ndarray | bool | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
         ``predict``), with the observation normalisation and action scaling of training; nothing learns.
         Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training;
@@ -376,21 +388,57 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         ``action_mask`` (``(n,)`` for one observation, ``(batch, n)`` for a batch; booleans or 0/1, as
         ``info['action_mask']`` or ``env.action_masks()`` give it) keeps the actions to the allowed ones.
 
+        A recurrent policy (``recurrent='lstm'``) returns ``(actions, state)``: give that ``state`` back with the
+        next observation, and ``episode_start`` (True, or ``(batch,)`` booleans) where an episode begins; without a
+        ``state`` every episode begins now. Its state is ``(S,)`` floats for one observation, ``(batch, S)`` for a
+        batch.
+
         Raises:
             ValueError: the observation has neither the env's observation shape nor a batch of it, or the
-                mask does not fit it or the action space, or the agent does not take masks.
+                mask does not fit it or the action space, or the agent does not take masks, or a state is given
+                to a policy without memory or does not fit its memory.
         """
         observations, single = self.observation_batch(observation)
         masks = None if action_mask is None else self.checked_masks(np.asarray(action_mask), len(observations))
-        actions = self.act(observations, deterministic, **mask_kwargs(masks))
-        return actions[0] if single else actions
+        memory = self.given_memory(state, episode_start, len(observations), single)
+        actions = self.act(observations, deterministic, **mask_kwargs(masks), **memory_kwargs(memory))
+        if memory is None:
+            return actions[0] if single else actions
+        return (actions[0], memory.next_state[0]) if single else (actions, memory.next_state)
 
-    def policy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
+    def given_memory(self, state, episode_start, batch: int, single: bool) -> Memory | None:
+        """``predict``'s ``state`` and ``episode_start`` as the :class:`Memory` of ``batch`` observations."""
+        memory = self.new_memory(batch)
+        if memory is None:
+            if state is not None or episode_start is not None:
+                raise ValueError(f'{type(self).__name__} has no memory: state and episode_start are for recurrent '
+                                 "policies (recurrent='lstm' or 'gru')")
+            return None
+        size = memory.state.shape[1]
+        if state is not None:
+            state = np.asarray(state, np.float32)
+            if state.shape != ((size,) if single else (batch, size)):
+                expected = f'({size},)' if single else f'({batch}, {size})'
+                raise ValueError(f'expected a state shaped {expected}, as predict returned it, got shape {state.shape}')
+            memory.state, memory.starts[:] = state.reshape(batch, size).copy(), False
+        if episode_start is not None:
+            starts = np.asarray(episode_start, bool).reshape(-1)
+            if starts.shape not in ((1,), (batch,)):
+                raise ValueError(f'expected episode_start as one boolean or {batch}, got shape {np.shape(episode_start)}')
+            memory.starts = np.broadcast_to(starts, (batch,)).copy()
+        return memory
+
+    def policy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None,
+                     memory: tuple[tf.Tensor, tf.Tensor] | None = None):
         """Deterministic env-ready actions for a batch of raw observations (a dict of tensors for Dict
         observations; among the actions ``action_masks`` allows), in TensorFlow ops only (what :meth:`export`
-        writes): Dict packing, observation normalisation, the policy's mode, action scaling."""
-        return self.env_actions_graph(self.greedy_graph(self.normalized_graph(self.encoded_graph(observations)),
-                                                        **mask_kwargs(action_masks)))
+        writes): Dict packing, observation normalisation, the policy's mode, action scaling. A recurrent policy
+        takes ``memory = (episode_starts (B,), states (B, S))`` and returns ``(actions, states)``."""
+        observations = self.normalized_graph(self.encoded_graph(observations))
+        if memory is None:
+            return self.env_actions_graph(self.greedy_graph(observations, **mask_kwargs(action_masks)))
+        actions, states = self.greedy_graph(observations, **mask_kwargs(action_masks), memory=memory)
+        return self.env_actions_graph(actions), states
 
     def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
         """The policy's deterministic actions (inside the agent: indices, or ``[-1, 1]`` / raw Box
@@ -428,7 +476,9 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         size = mask_size(self.envs.single_action_space) if action_mask else None
         if action_mask:
             self.checked_masks(np.ones((1, size or 0), bool), 1)  # refuses agents and spaces without masks
-        return export_policy(self.policy_graph, self.envs.single_observation_space, path, format, size)
+        memory = self.new_memory(1)
+        return export_policy(self.policy_graph, self.envs.single_observation_space, path, format, size,
+                             None if memory is None else memory.state.shape[1])
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """The agent's actions as the env takes them; the one place they are converted.

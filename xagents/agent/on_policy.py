@@ -13,6 +13,7 @@ from xagents.utils.masks import masked_logits, masked_logits_np
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Output
 from xagents.utils.quiet_tensorflow import tf
+from xagents.utils.recurrence import Memory, check_kind, in_sequences
 from xagents.utils.returns import gae
 
 
@@ -30,6 +31,9 @@ class OnPolicy(BaseAgent):
 
     supported_action_spaces = (gym.spaces.Discrete, gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
     masks_actions = True
+    recurrent: str | None = None  # lstm or gru: the policy remembers (see setup_recurrence)
+    sequence_length: int | None = None  # steps per training sequence of a recurrent policy
+    memory: Memory | None = None  # the recurrent state of the envs this process steps
 
     def __init__(self, envs: gym.vector.VectorEnv, *, n_steps: int = 5, lam: float = 1.0,
                  normalize_rewards: bool = False, log_std_init: float = 0.0, use_sde: bool = False,
@@ -73,11 +77,41 @@ class OnPolicy(BaseAgent):
         """The outputs of an actor-critic model: distribution parameters and a value."""
         return [Output('policy', self.distribution.output_units()), Output('value', 1)]
 
+    def setup_recurrence(self, recurrent: str | None, sequence_length: int | None) -> int:
+        """Take a recurrent policy's settings (before :meth:`build_actor_critic`); return the rows an update
+        divides into minibatches: the rollout's samples, or with ``recurrent`` its sequences of
+        ``sequence_length`` steps (default ``n_steps``: each env's whole rollout, as CleanRL's ``ppo_atari_lstm``).
+
+        A recurrent policy keeps a state per env, zeroed where an episode starts; the update replays each sequence
+        from the state stored when its first step was collected, resetting inside it where episodes start.
+        """
+        check_kind(recurrent)
+        if sequence_length is not None and not recurrent:
+            raise ValueError("sequence_length is for recurrent policies: give recurrent='lstm' or 'gru' too")
+        if not recurrent:
+            return self.n_steps * self.n_envs
+        length = sequence_length or self.n_steps
+        if length < 1 or self.n_steps % length:
+            raise ValueError(f'expected sequence_length to divide n_steps = {self.n_steps}, got {length}')
+        self.recurrent, self.sequence_length = recurrent, length
+        return self.n_envs * self.n_steps // length
+
     def build_actor_critic(self, model) -> tf.keras.Model:
-        """Build the actor-critic model and, for Box actions, its learned ``log_std``."""
-        model = self.with_log_std(self.build('model', model, self.policy_outputs(), features=self.use_sde))
+        """Build the actor-critic model (with the memory :meth:`setup_recurrence` asked for) and, for Box actions,
+        its learned ``log_std``."""
+        model = self.with_log_std(self.build('model', model, self.policy_outputs(), features=self.use_sde,
+                                             recurrent=self.recurrent))
+        if self.recurrent:
+            self.state_size = int(model.outputs[-1].shape[-1])
+            self.memory = self.new_memory(self.envs.num_envs)
+            self.rollout.keep_memory(self.state_size)
         self.act_with(model)
         return model
+
+    def new_memory(self, batch: int) -> Memory | None:
+        if not self.recurrent:
+            return None
+        return Memory.zeros(batch, self.state_size)
 
     def act_with(self, *models: tf.keras.Model) -> None:
         """Act with ``models``, whose outputs are the distribution parameters then the value (one
@@ -101,15 +135,44 @@ class OnPolicy(BaseAgent):
         policy = self.models.get(self.model_roles[0])
         self.log_std_np = policy.log_std.numpy() if hasattr(policy, 'log_std') else None
 
-    def forward(self, observations: np.ndarray) -> tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray]:
-        """Distribution parameters (with gSDE: means and features) and values ``(B,)`` for a batch of observations."""
-        params, values, *features = self.policy_and_value(observations)
+    def forward(self, observations: np.ndarray, memory: Memory | None = None
+                ) -> tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray]:
+        """Distribution parameters (with gSDE: means and features) and values ``(B,)`` for a batch of observations;
+        a recurrent policy acts from ``memory`` and leaves the state after this step in ``memory.next_state``."""
+        if self.recurrent:
+            *outputs, memory.next_state = self.policy_and_value(observations, *memory.inputs())
+        else:
+            outputs = self.policy_and_value(observations)
+        params, values, *features = outputs
         return (params, *features) if features else params, values[:, 0]
 
-    def policy_value(self, observations: tf.Tensor) -> tuple:
-        """Graph-mode :meth:`forward` of the actor-critic model."""
-        params, values, *features = self.model(observations)
+    def final_values(self, finals: np.ndarray) -> np.ndarray:
+        if not self.recurrent:
+            return super().final_values(finals)
+        # A final observation follows the step just taken: the state after it, no episode start.
+        after = Memory(self.memory.next_state, np.zeros(len(finals), bool))
+        return self.forward(self.normalized(finals), after)[1]
+
+    def policy_value(self, observations: tf.Tensor, sequences: tuple | None = None) -> tuple:
+        """Graph-mode :meth:`forward` of the actor-critic model; a recurrent one runs over ``sequences``,
+        ``(episode_starts (B, T), states (B, S))`` of the ``B * T`` env-major ``observations``."""
+        if sequences is None:
+            outputs = self.model(observations)
+        else:
+            *outputs, _ = self.model([observations, *sequences])
+        params, values, *features = outputs
         return (params, *features) if features else params, values
+
+    @staticmethod
+    def minibatch_of(columns: dict, indices: tf.Tensor | None = None) -> dict:
+        """Rows ``indices`` (default all) of an update's ``columns``: samples, or whole sequences of a recurrent
+        policy (with ``sequences`` among the columns), their steps then flattened env-major as its model takes them."""
+        if indices is not None:
+            columns = tf.nest.map_structure(lambda column: tf.gather(column, indices), columns)
+        if 'sequences' not in columns:
+            return columns
+        return {name: column if name == 'sequences' else tf.reshape(column, tf.concat([[-1], tf.shape(column)[2:]], 0))
+                for name, column in columns.items()}
 
     def sample_actions(self, params, deterministic: bool = False, masks: np.ndarray | None = None):
         """Actions drawn from the distributions of ``params`` (their modes if ``deterministic``) within the action
@@ -138,8 +201,9 @@ class OnPolicy(BaseAgent):
         return self.distribution.log_prob(params, actions), self.distribution.entropy(params)
 
     def act(self, observations: np.ndarray, deterministic: bool = False,
-            action_masks: np.ndarray | None = None) -> np.ndarray:
-        actions, _ = self.sample_actions(self.forward(self.normalized(observations))[0], deterministic, action_masks)
+            action_masks: np.ndarray | None = None, memory: Memory | None = None) -> np.ndarray:
+        params = self.forward(self.normalized(observations), memory)[0]
+        actions, _ = self.sample_actions(params, deterministic, action_masks)
         return self.env_actions(actions)
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
@@ -147,9 +211,15 @@ class OnPolicy(BaseAgent):
             return self.distribution.clip(actions)
         return super().env_actions(actions)
 
-    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
-        params = tf.nest.flatten(self.models[self.model_roles[0]](observations))[0]  # (the means with gSDE)
-        return self.distribution.mode(masked_logits(params, action_masks))  # (masks come for Discrete actions only)
+    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None,
+                     memory: tuple[tf.Tensor, tf.Tensor] | None = None):
+        policy = self.models[self.model_roles[0]]
+        if memory is None:
+            params = tf.nest.flatten(policy(observations))[0]  # (the means with gSDE)
+            return self.distribution.mode(masked_logits(params, action_masks))  # (masks: Discrete actions only)
+        starts, states = memory
+        outputs = policy([observations, tf.cast(starts, tf.float32)[:, None], states])
+        return self.distribution.mode(masked_logits(outputs[0], action_masks)), outputs[-1]
 
     def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
         if isinstance(self.distribution, DiagGaussian):
@@ -160,12 +230,13 @@ class OnPolicy(BaseAgent):
 
     def collect(self) -> Rollout:
         """Fill the rollout buffer with ``n_steps`` vector steps from every env."""
-        rollout = self.rollout
+        rollout, memory = self.rollout, self.memory
         self.start_collection()
         for t in range(self.n_steps):
             observations = self.observe(self.observations)
-            params, values = self.forward(observations)
+            params, values = self.forward(observations, memory)
             rollout.store_masks(t, self.masks)
+            rollout.store_memory(t, memory)
             actions, log_probs = self.sample_actions(params, masks=self.masks)
             next_observations, rewards, terminated, truncated, finals = self.step_envs(actions)
             rollout.observations[t] = observations
@@ -177,7 +248,9 @@ class OnPolicy(BaseAgent):
             rewards = self.bootstrapped(rewards, terminated, truncated, finals)
             rollout.rewards[t] = rewards
             self.observations = next_observations
-        return rollout.filled(self.forward(self.normalized(self.observations))[1])
+            if memory:
+                memory.advance(terminated | truncated)
+        return rollout.filled(self.forward(self.normalized(self.observations), memory)[1])
 
     def scaled_rewards(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
         """Rewards as the agent learns from them: divided by the return's running std when normalising."""
@@ -200,20 +273,23 @@ class OnPolicy(BaseAgent):
         rollout = self.gathered()
         advantages, returns = gae(rollout.rewards, rollout.values, rollout.dones, rollout.last_values,
                                   self.gamma, self.lam)
-        n = self.n_steps * self.n_envs
-        masks = rollout.action_masks
-        metrics = self.train_step(
-            rollout.observations.reshape(n, *rollout.observations.shape[2:]),
-            rollout.actions.reshape(n, *rollout.actions.shape[2:]),
-            rollout.log_probs.reshape(n),
-            advantages.reshape(n),
-            returns.reshape(n),
-            **({} if masks is None else {'action_masks': masks.reshape(n, -1)}),
-        )
+        columns = (rollout.observations, rollout.actions, rollout.log_probs, advantages, returns) + (
+            () if rollout.action_masks is None else (rollout.action_masks,))
+        if self.recurrent:  # (E * T / L, L, ...) sequences, each from the state stored at its first step
+            *columns, starts = in_sequences(self.sequence_length, *columns, rollout.episode_starts)
+            states = in_sequences(1, rollout.states[::self.sequence_length])[0][:, 0]
+            extra = {'sequences': (starts, states)}
+        else:  # (T * E, ...) samples
+            columns, extra = [column.reshape(-1, *column.shape[2:]) for column in columns], {}
+        if rollout.action_masks is not None:
+            *columns, extra['action_masks'] = columns
+        metrics = self.train_step(*columns, **extra)
         self.on_weights_changed()
         return metrics
 
-    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
-        """One update from a flattened rollout (a ``tf.function`` in each agent); ``action_masks`` ``(B, n)``
-        when the envs gave masks."""
+    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
+                   sequences=None) -> dict:
+        """One update (a ``tf.function`` in each agent) from a flattened rollout, or for a recurrent policy from
+        ``(N, L, ...)`` sequences with ``sequences = (episode_starts (N, L), states (N, S))`` (see
+        :meth:`minibatch_of`); ``action_masks`` ``(..., n)`` when the envs gave masks."""
         raise NotImplementedError

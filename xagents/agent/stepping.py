@@ -140,7 +140,11 @@ class EnvStepping:
         bootstrap = truncated & ~terminated
         if not bootstrap.any():
             return rewards
-        return rewards + self.gamma * bootstrap * self.forward(self.normalized(finals))[1]
+        return rewards + self.gamma * bootstrap * self.final_values(finals)
+
+    def final_values(self, finals: np.ndarray) -> np.ndarray:
+        """Values ``(B,)`` of a step's final observations (what :meth:`bootstrapped` adds)."""
+        return self.forward(self.normalized(finals))[1]
 
     def take_episodes(self) -> list[Episode]:
         """The episodes finished since the last call: what a round's collection hands its run."""

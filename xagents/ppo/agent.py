@@ -32,6 +32,8 @@ class PPO(OnPolicy):
         grad_norm: float = 0.5,
         target_kl: float | None = None,
         normalize_advantages: bool = True,
+        recurrent: str | None = None,
+        sequence_length: int | None = None,
         **kwargs,
     ) -> None:
         """
@@ -48,23 +50,29 @@ class PPO(OnPolicy):
             grad_norm: Clip gradients to this global norm.
             target_kl: Stop an update's epochs early once the approximate KL exceeds 1.5x this.
             normalize_advantages: Normalise advantages within each minibatch.
+            recurrent: Give the policy memory, an lstm or gru layer (its size in the model's .cfg; default
+                ann/cnn-model-recurrent.cfg): for envs that show only part of their state.
+            sequence_length: Steps per training sequence of a recurrent policy (must divide n_steps; default
+                n_steps); minibatches are then of whole sequences and mini_batches must divide their number.
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
-        batch = n_steps * self.n_envs
-        if batch % mini_batches:
-            raise ValueError(
-                f'expected mini_batches to divide n_steps * n_envs = {batch}, got {mini_batches}'
-            )
+        rows = self.setup_recurrence(recurrent, sequence_length)
+        if rows % mini_batches:
+            counted = (f'the n_envs * n_steps / sequence_length = {rows} sequences' if recurrent
+                       else f'n_steps * n_envs = {rows}')
+            raise ValueError(f'expected mini_batches to divide {counted}, got {mini_batches}')
         self.clip_range, self.ppo_epochs, self.mini_batches = clip_range, ppo_epochs, mini_batches
         self.entropy_coef, self.value_loss_coef, self.grad_norm = entropy_coef, value_loss_coef, grad_norm
         self.target_kl, self.normalize_advantages = target_kl, normalize_advantages
-        self.minibatch_size = batch // mini_batches
+        self.minibatch_size = rows // mini_batches  # samples, or sequences of a recurrent policy
         self.model = self.build_actor_critic(model)
         self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
 
-    def minibatch_loss(self, observations, actions, old_log_probs, advantages, returns, action_masks=None):
-        """Clipped surrogate, value and entropy terms for one minibatch (within its action masks, if any)."""
-        params, values = self.policy_value(observations)
+    def minibatch_loss(self, observations, actions, old_log_probs, advantages, returns, action_masks=None,
+                       sequences=None):
+        """Clipped surrogate, value and entropy terms for one minibatch (within its action masks, if any; over
+        whole sequences for a recurrent policy)."""
+        params, values = self.policy_value(observations, sequences)
         log_probs, entropy = self.log_prob_entropy(params, actions, action_masks)
         if self.normalize_advantages:
             advantages = standardized(advantages)
@@ -81,14 +89,17 @@ class PPO(OnPolicy):
                       'approx_kl': approx_kl}
 
     @tf.function
-    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
+    def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
+                   sequences=None) -> dict:
         variables = self.model.trainable_variables
-        columns = (observations, actions, log_probs, advantages, returns) + (
-            () if action_masks is None else (action_masks,))
+        columns = {name: column for name, column in (
+            ('observations', observations), ('actions', actions), ('old_log_probs', log_probs),
+            ('advantages', advantages), ('returns', returns), ('action_masks', action_masks),
+            ('sequences', sequences)) if column is not None}
 
         def minibatch(indices):
             with tf.GradientTape() as tape:
-                loss, metrics = self.minibatch_loss(*(tf.gather(samples, indices) for samples in columns))
+                loss, metrics = self.minibatch_loss(**self.minibatch_of(columns, indices))
             # KL early stop (target_kl): the minibatch that crosses it is not applied, nor the rest.
             stop = tf.constant(False) if self.target_kl is None else metrics['approx_kl'] > 1.5 * self.target_kl
             if not stop:

@@ -10,6 +10,7 @@ import numpy as np
 
 from xagents.utils.envs import EpisodeScores, as_vector_env, close_envs, create_envs, env_call, env_spec, settings_for
 from xagents.utils.masks import mask_kwargs
+from xagents.utils.recurrence import memory_kwargs
 from xagents.utils.validation import validated
 
 logger = logging.getLogger('xagents')
@@ -86,14 +87,18 @@ def evaluate(
         returns, lengths = [], []
         scores = EpisodeScores(envs)
         read_masks = agent.mask_reader(envs)  # the action masks the env gives, when the agent acts within them
+        memory = agent.new_memory(n)  # a recurrent policy's state per env
         with env_call(envs, 'reset (evaluation)', None):
             observations, info = envs.reset(seed=seed)
         masks = read_masks(info)
         while (counts < targets).any():
             with env_call(envs, 'step (evaluation)', None):
-                actions = agent.act(agent.encoded(observations), deterministic, **mask_kwargs(masks))
+                actions = agent.act(agent.encoded(observations), deterministic, **mask_kwargs(masks),
+                                    **memory_kwargs(memory))
                 observations, rewards, terminated, truncated, info = envs.step(actions)
             masks = read_masks(info)
+            if memory:
+                memory.advance(terminated | truncated)
             ended, ended_returns, ended_lengths = scores.update(rewards, terminated | truncated, info)
             cut = scores.lengths >= limit if limit and not scores.recorded else None
             if cut is not None and cut.any():  # an env of the user's: cut here, the return so far counts
@@ -104,6 +109,8 @@ def evaluate(
                     observations, reset_info = envs.reset(options={'reset_mask': cut})
                 if masks is not None:
                     masks[cut] = read_masks(reset_info)[cut]
+                if memory:
+                    memory.starts[cut] = True
             for index, score, length in zip(ended, ended_returns, ended_lengths):
                 if counts[index] < targets[index]:
                     counts[index] += 1

@@ -35,6 +35,19 @@ class RolloutBuffer:
         self.values = np.zeros(shape, np.float32)
         self.log_probs = np.zeros(shape, np.float32)
         self.action_masks: np.ndarray | None = None  # (n_steps, n_envs, n) booleans, once an env gives masks
+        self.episode_starts: np.ndarray | None = None  # (n_steps, n_envs) of a recurrent policy: 1 where a step
+        self.states: np.ndarray | None = None  # begins an episode; (n_steps, n_envs, S) its state before each step
+
+    def keep_memory(self, size: int) -> None:
+        """Store a recurrent policy's episode starts and states (``size`` floats per env) at every step."""
+        self.episode_starts = np.zeros((self.n_steps, self.n_envs), np.float32)
+        self.states = np.zeros((self.n_steps, self.n_envs, size), np.float32)
+
+    def store_memory(self, t: int, memory) -> None:
+        """Keep the :class:`~xagents.utils.recurrence.Memory` step ``t`` was acted from (None: no recurrence)."""
+        if memory is not None:
+            self.episode_starts[t] = memory.starts
+            self.states[t] = memory.state
 
     def store_masks(self, t: int, masks: np.ndarray | None) -> None:
         """Keep the action masks ``(n_envs, n)`` the actions of step ``t`` were drawn within (None: the envs
@@ -49,7 +62,7 @@ class RolloutBuffer:
     def filled(self, last_values: np.ndarray) -> Rollout:
         """The collected rollout, with the values ``(n_envs,)`` of the observations after it."""
         return Rollout(self.observations, self.actions, self.rewards, self.dones, self.values, self.log_probs,
-                       last_values, self.action_masks)
+                       last_values, self.action_masks, self.episode_starts, self.states)
 
 
 class Rollout(NamedTuple):
@@ -64,6 +77,8 @@ class Rollout(NamedTuple):
     log_probs: np.ndarray
     last_values: np.ndarray
     action_masks: np.ndarray | None = None  # (n_steps, n_envs, n) booleans when the envs give masks
+    episode_starts: np.ndarray | None = None  # (n_steps, n_envs) of a recurrent policy
+    states: np.ndarray | None = None  # (n_steps, n_envs, S) of a recurrent policy
 
 
 # Off-policy replay

@@ -5,7 +5,9 @@ over tf.Variables and Keras models. Every export takes observations of the env's
 batch dimension (named ``observations``) and gives actions (named ``actions``): int64 for integer
 actions, float32 for real ones. A policy of Dict observations takes one input per key, named by the key,
 in the key's dtype (Discrete keys as int64 indices) and shape. An export asked for masks (``mask_size``) also
-takes ``action_mask``, ``(batch, n)`` booleans of the allowed actions. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
+takes ``action_mask``, ``(batch, n)`` booleans of the allowed actions. A recurrent policy's export (``state_size``)
+takes ``episode_start`` ``(batch,)`` booleans and ``state`` ``(batch, S)`` floats last, and gives ``next_state``
+after ``actions``: the ``state`` of the next observations. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
 interpreter is resized to each new batch size by :func:`load_exported`.
 
 Outputs are written beside ``path`` under a temporary name and renamed into place, so a killed export
@@ -34,6 +36,8 @@ ONNX_OPSET = 17
 INPUT_NAME = 'observations'
 MASK_NAME = 'action_mask'  # the optional second input: (batch, n) booleans of the allowed actions
 OUTPUT_NAME = 'actions'
+STARTS_NAME, STATE_NAME = 'episode_start', 'state'  # a recurrent policy's inputs
+NEXT_STATE_NAME = 'next_state'  # and its second output (ONNX names are unique across inputs and outputs)
 SIGNATURE_KEY = 'serving_default'
 
 
@@ -96,17 +100,21 @@ def _policy_module(policy: Callable[..., tf.Tensor], specs: dict[str, tf.TensorS
     names = list(specs)
     signature = [tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in specs.items()]
 
-    def act(*inputs: tf.Tensor) -> tf.Tensor:
+    def act(*inputs: tf.Tensor) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
         observations = dict(zip(names, inputs))
         masks = observations.pop(MASK_NAME, None)
+        memory = (observations.pop(STARTS_NAME), observations.pop(STATE_NAME)) if STATE_NAME in names else None
         observations = observations[INPUT_NAME] if list(observations) == [INPUT_NAME] else observations
-        actions = policy(observations) if masks is None else policy(observations, masks)
-        return tf.identity(_action_dtype(tf.convert_to_tensor(actions)), name=OUTPUT_NAME)
+        result = policy(observations, *([] if masks is None else [masks]), **({} if memory is None else
+                                                                              {'memory': memory}))
+        actions = tf.identity(_action_dtype(tf.convert_to_tensor(result[0] if memory else result)), name=OUTPUT_NAME)
+        return (actions, tf.identity(result[1], name=NEXT_STATE_NAME)) if memory else actions
 
     module = tf.Module()
     module.act = tf.function(act, input_signature=signature)
     module.policy_variables = list(module.act.get_concrete_function().variables)
-    module.serve = tf.function(lambda *inputs: {OUTPUT_NAME: module.act(*inputs)}, input_signature=signature)
+    module.serve = tf.function(lambda *inputs: dict(zip((OUTPUT_NAME, NEXT_STATE_NAME), tf.nest.flatten(module.act(*inputs)))),
+                               input_signature=signature)
     return module
 
 
@@ -156,15 +164,15 @@ def _quiet_tensorflow():
 
 def _converted(tf2onnx: ModuleType, frozen: tf.types.experimental.ConcreteFunction) -> bytes:
     """The ONNX bytes of a frozen graph."""
-    sources, (target,) = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
+    sources, targets = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
     names = [tensor.name.split(':')[0] for tensor in frozen.inputs]  # the signature's names
     model, _ = tf2onnx.convert.from_graph_def(
         frozen.graph.as_graph_def(),
         name='policy',
         input_names=sources,
-        output_names=[target],
+        output_names=targets,
         opset=ONNX_OPSET,
-        tensors_to_rename={**dict(zip(sources, names)), target: OUTPUT_NAME},
+        tensors_to_rename={**dict(zip(sources, names)), **dict(zip(targets, (OUTPUT_NAME, NEXT_STATE_NAME)))},
     )
     for value in [*model.graph.input, *model.graph.output]:
         value.type.tensor_type.shape.dim[0].dim_param = 'batch'  # tf2onnx leaves it as unk__N
@@ -208,11 +216,13 @@ def _write_directory(path: str, write: Callable[[str], None]) -> None:
 
 def export_policy(
     policy: Callable[..., tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str | None = None,
-    mask_size: int | None = None,
+    mask_size: int | None = None, state_size: int | None = None,
 ) -> str:
     """Write ``policy`` as a standalone export at ``path`` in ``format`` (default: from the path, see
     :func:`format_of`); return the path written. With ``mask_size``, the export takes a second input,
-    ``action_mask`` ``(batch, mask_size)`` booleans, given to ``policy`` after the observations.
+    ``action_mask`` ``(batch, mask_size)`` booleans, given to ``policy`` after the observations. With
+    ``state_size``, ``policy`` is recurrent: it takes ``memory=(episode_start, state)`` and returns
+    ``(actions, state)``.
 
     Raises:
         ValueError: ``format`` is not one of FORMATS, or ``path`` exists.
@@ -228,6 +238,13 @@ def export_policy(
             raise ValueError(f'an export with action masks names its mask input {MASK_NAME!r}, which is a key of '
                              'these observations')
         specs[MASK_NAME] = tf.TensorSpec([None, mask_size], tf.bool)
+    if state_size is not None:
+        taken = {STARTS_NAME, STATE_NAME} & set(specs)
+        if taken:
+            raise ValueError(f'a recurrent export names its inputs {STARTS_NAME!r} and {STATE_NAME!r}, and '
+                             f'{sorted(taken)[0]!r} is a key of these observations')
+        specs[STARTS_NAME] = tf.TensorSpec([None], tf.bool)
+        specs[STATE_NAME] = tf.TensorSpec([None, state_size], tf.float32)
     if format == 'onnx':
         _require('tf2onnx', 'exporting to onnx')
     module = _policy_module(policy, specs)
@@ -240,46 +257,47 @@ def export_policy(
     return path
 
 
-def _load_saved_model(path: str) -> Callable[[np.ndarray], np.ndarray]:
+def _load_saved_model(path: str) -> tuple[Callable[[dict], tuple], int | None]:
     """Run the SavedModel's ``serving_default`` signature with TensorFlow."""
     loaded = tf.saved_model.load(path)
     signature = loaded.signatures[SIGNATURE_KEY]
+    state = signature.structured_input_signature[1].get(STATE_NAME)
 
-    def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None) -> np.ndarray:
+    def run(inputs: dict[str, np.ndarray]) -> tuple:
         _ = loaded  # the signature reads variables that live as long as the loaded object
-        inputs = _named(observations, action_mask)
-        return signature(**{name: tf.convert_to_tensor(value) for name, value in inputs.items()})[OUTPUT_NAME].numpy()
+        outputs = signature(**{name: tf.convert_to_tensor(value) for name, value in inputs.items()})
+        return tuple(outputs[name].numpy() for name in (OUTPUT_NAME, NEXT_STATE_NAME) if name in outputs)
 
-    return act
+    return run, None if state is None else int(state.shape[1])
 
 
-def _load_tflite(path: str) -> Callable[[np.ndarray], np.ndarray]:
+def _load_tflite(path: str) -> tuple[Callable[[dict], tuple], int | None]:
     """Run the flatbuffer's signature with the LiteRT interpreter (which resizes its inputs to each batch)."""
     litert = _require('ai_edge_litert.interpreter', 'running a tflite export')
     interpreter = litert.Interpreter(model_path=path)
     interpreter.allocate_tensors()
     runner = interpreter.get_signature_runner()
-    takes = set(next(iter(interpreter.get_signature_list().values()))['inputs'])
+    details = runner.get_input_details()
 
-    def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None) -> np.ndarray:
-        inputs = _named(observations, action_mask)
-        if set(inputs) != takes:
-            raise ValueError(f'this export takes {", ".join(sorted(takes))}, got {", ".join(sorted(inputs))}')
-        (actions,) = runner(**inputs).values()
-        return actions.copy()
+    def run(inputs: dict[str, np.ndarray]) -> tuple:
+        if set(inputs) != set(details):
+            raise ValueError(f'this export takes {", ".join(sorted(details))}, got {", ".join(sorted(inputs))}')
+        return tuple(output.copy() for output in runner(**inputs).values())
 
-    return act
+    return run, int(details[STATE_NAME]['shape_signature'][1]) if STATE_NAME in details else None
 
 
-def _load_onnx(path: str) -> Callable[[np.ndarray], np.ndarray]:
+def _load_onnx(path: str) -> tuple[Callable[[dict], tuple], int | None]:
     """Run the ONNX file with onnxruntime on the CPU."""
     onnxruntime = _require('onnxruntime', 'running an onnx export')
     session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
+    state = [value.shape[1] for value in session.get_inputs() if value.name == STATE_NAME]
+    outputs = [value.name for value in session.get_outputs()]
 
-    def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None) -> np.ndarray:
-        return session.run([OUTPUT_NAME], _named(observations, action_mask))[0]
+    def run(inputs: dict[str, np.ndarray]) -> tuple:
+        return tuple(session.run(outputs, inputs))
 
-    return act
+    return run, int(state[0]) if state else None
 
 
 def _named(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None
@@ -295,10 +313,28 @@ def _named(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.nda
 
 def load_exported(path: str, format: str | None = None) -> Callable[[np.ndarray], np.ndarray]:
     """Load an export with its own runtime (``format`` as :func:`format_of` reads it) and return a NumPy
-    function from a batch (and its action masks, for an export that takes them) to its actions."""
+    function from a batch (and its action masks, for an export that takes them) to its actions; a recurrent
+    policy's takes ``state`` and ``episode_start`` too (default: episodes beginning, zero states) and returns
+    ``(actions, state)``."""
     format = format_of(path, format)
     _check_format(format)
     if not os.path.exists(path):
         raise ValueError(f'no {format} export at {path}: export the policy there first')
     loaders = {'saved_model': _load_saved_model, 'tflite': _load_tflite, 'onnx': _load_onnx}
-    return loaders[format](path)
+    run, state_size = loaders[format](path)
+
+    def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None,
+            state: np.ndarray | None = None, episode_start: np.ndarray | None = None):
+        inputs = _named(observations, action_mask)
+        if state_size is None:
+            if state is not None or episode_start is not None:
+                raise ValueError('this export has no memory: state and episode_start are for recurrent policies')
+            return run(inputs)[0]
+        batch = len(next(iter(inputs.values())))
+        inputs[STARTS_NAME] = np.broadcast_to(np.asarray(state is None if episode_start is None else episode_start,
+                                                         bool).reshape(-1), (batch,)).copy()
+        inputs[STATE_NAME] = np.zeros((batch, state_size), np.float32) if state is None else np.asarray(state, np.float32)
+        actions, next_state = run(inputs)
+        return actions, next_state
+
+    return act

@@ -28,12 +28,14 @@ from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.memory import check_fits
 from xagents.utils.observations import DictObservations, Key, is_image
+from xagents.utils.recurrence import GATES, Recurrent, numpy_step, state_size
 
 LAYER_KEYS = {
     'dense': {'units', 'activation', 'initializer', 'gain', 'common', 'output', 'input'},
     'convolutional': {'filters', 'size', 'stride', 'activation', 'initializer', 'gain', 'common', 'input'},
     'flatten': {'common', 'input'},
     'rescaling': {'scale', 'common', 'input'},
+    'recurrent': {'units', 'common'},
 }
 INITIALIZERS = {
     'orthogonal', 'glorot_uniform', 'glorot_normal', 'he_uniform', 'he_normal',
@@ -69,6 +71,48 @@ class LayerGraph:
     features: bool = False  # the model also outputs what its first head takes (gSDE's features)
     flatten_input: bool = False  # non-image observations of rank > 1 enter dense layers flattened
     input_scale: np.ndarray | None = None  # packed Dict observations whose encoders only scale: per entry
+    state_size: int = 0  # floats of recurrent state the model carries (0: none)
+
+
+class _MemoryInputs:
+    """The episode-start and state inputs of a recurrent model, and the state each recurrent layer gives back."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.starts = tf.keras.Input((None,), name='episode_starts')
+        self.state = tf.keras.Input((size,), name='state')
+        self.states: list = []
+        self.offset = 0
+
+    def apply(self, layer, x):
+        """``layer`` on ``x``: a recurrent one takes its slice of the state and gives back its next state."""
+        if not isinstance(layer, Recurrent):
+            return layer(x)
+        layer.state_offset, self.offset = self.offset, self.offset + layer.state_size
+        state = self.state if layer.state_size == self.size else self.state[:, layer.state_offset:self.offset]
+        x, next_state = layer(x, self.starts, state)
+        self.states.append(next_state)
+        return x
+
+    def next_state(self):
+        return self.states[0] if len(self.states) == 1 else tf.keras.layers.Concatenate()(self.states)
+
+
+def _memory_inputs(path: str, hidden: list, recurrent: str | None, outputs: int) -> _MemoryInputs | None:
+    """The memory inputs of a cfg whose hidden layers include its one ``[recurrent-N]`` section (shared with
+    ``common=1``, else built once per output), or None; a CfgError where the cfg and ``recurrent`` disagree."""
+    sections = [section for section in hidden if section.name.startswith('recurrent')]
+    if not sections:
+        if recurrent:
+            raise CfgError(f'{path}: recurrent={recurrent!r} needs a [recurrent-N] section (its units) among the '
+                           'hidden layers, e.g. ann-model-recurrent.cfg')
+        return None
+    if recurrent is None:
+        raise sections[0].error(None, "a recurrent layer needs recurrent='lstm' or 'gru' (--recurrent)")
+    if len(sections) > 1:
+        raise sections[1].error(None, f'one recurrent layer per model, got [{sections[0].name}] already')
+    units = sections[0].get('units', int, required=True)
+    return _MemoryInputs(state_size(recurrent, units) * (1 if sections[0].flag('common') else outputs))
 
 
 def is_image_space(space) -> bool:
@@ -124,11 +168,10 @@ def read_cfg(path: str) -> list[_Section]:
         raise CfgError(f'{path}: malformed cfg: {error.message.splitlines()[0]}') from None
     sections = []
     for name in parser.sections():
-        match = re.fullmatch(r'(dense|convolutional|flatten|rescaling)-\d+', name)
+        match = re.fullmatch(r'(dense|convolutional|flatten|rescaling|recurrent)-\d+', name)
         if not match:
-            raise CfgError(
-                f'{path}: [{name}]: unknown section, expected dense-N, convolutional-N, flatten-N or rescaling-N'
-            )
+            raise CfgError(f'{path}: [{name}]: unknown section, expected dense-N, convolutional-N, flatten-N, '
+                           'rescaling-N or recurrent-N')
         section = _Section(path, name, dict(parser[name]))
         unknown = set(section.items) - LAYER_KEYS[match.group(1)]
         if unknown:
@@ -161,8 +204,11 @@ def _initializer(section: _Section):
     return tf.keras.initializers.get(name)
 
 
-def _make_layer(section: _Section, units: int | None = None, activation: str | None = None):
+def _make_layer(section: _Section, units: int | None = None, activation: str | None = None,
+                recurrent: str | None = None):
     kind = section.name.split('-')[0]
+    if kind == 'recurrent':
+        return Recurrent(recurrent, section.get('units', int, required=True))
     if kind == 'flatten':
         return tf.keras.layers.Flatten()
     if kind == 'rescaling':
@@ -181,7 +227,8 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
 
 
 def build_model(
-    path: str, observation_space, outputs: Sequence[Output], name: str = 'model', features: bool = False
+    path: str, observation_space, outputs: Sequence[Output], name: str = 'model', features: bool = False,
+    recurrent: str | None = None,
 ) -> tf.keras.Model:
     """Build a Keras model from the cfg at ``path`` for ``observation_space``.
 
@@ -192,6 +239,9 @@ def build_model(
         name: The Keras model name.
         features: Also output, last, the activations the first output's layer takes (the features
             of state-dependent exploration).
+        recurrent: ``lstm`` or ``gru``: the cfg's ``[recurrent-N]`` section is that layer (shared with
+            ``common=1``, else one per output); the model then takes ``[observations, episode_starts,
+            state]`` and outputs the state after them last (see :mod:`xagents.utils.recurrence`).
 
     Returns:
         A model mapping a batch of observations to the list of outputs (or one tensor if one
@@ -207,6 +257,7 @@ def build_model(
         )
     if sections.index(heads[0]) < len(hidden):
         raise CfgError(f'{path}: [{heads[0].name}]: output sections must come after all hidden layers')
+    memory = _memory_inputs(path, hidden, recurrent, len(outputs))
     keys = observation_space if isinstance(observation_space, DictObservations) else DictObservations.of(
         observation_space)
     encoders = [section for section in hidden if 'input' in section.items]
@@ -245,7 +296,8 @@ def build_model(
         (trunk if section.flag('common') else tower).append(section)
         if section.name.startswith('dense') and 'units' not in section.items:
             raise section.error('units', 'missing required key')
-    graph = LayerGraph(trunk=[], branches=[], features=features, flatten_input=flatten_input)
+    graph = LayerGraph(trunk=[], branches=[], features=features, flatten_input=flatten_input,
+                       state_size=memory.size if memory else 0)
     flat = len(shape) == 1 or flatten_input
     weights = 0
 
@@ -258,6 +310,9 @@ def build_model(
         elif kind == 'convolutional':
             size = section.get('size', int, required=True)
             weights += (size * size * int(inputs.shape[-1]) + 1) * section.get('filters', int, required=True)
+        elif kind == 'recurrent':
+            units = section.get('units', int, required=True)
+            weights += GATES[recurrent] * (int(inputs.shape[-1]) + units + 2) * units
         # Weights, gradients and two Adam moments, in float32.
         check_fits(f'{path}: [{section.name}]: a model of {weights:,} weights', 16 * weights,
                    'use fewer units or filters')
@@ -269,10 +324,10 @@ def build_model(
     for section in trunk:
         flat = _check_fits(section, flat)
         fits(section, section.get('units', int), x)
-        layer = _make_layer(section, section.get('units', int))
+        layer = _make_layer(section, section.get('units', int), recurrent=recurrent)
         if graph:
             graph.trunk.append(layer)
-        x = layer(x)
+        x = memory.apply(layer, x) if memory else layer(x)
     results = []
     for section, output in zip(heads, outputs):
         units = section.get('units', int, output.units)
@@ -282,9 +337,9 @@ def build_model(
         for tower_section in tower:
             branch_flat = _check_fits(tower_section, branch_flat)
             fits(tower_section, tower_section.get('units', int), y)
-            layer = _make_layer(tower_section, tower_section.get('units', int))
+            layer = _make_layer(tower_section, tower_section.get('units', int), recurrent=recurrent)
             branch.append(layer)
-            y = layer(y)
+            y = memory.apply(layer, y) if memory else layer(y)
         _check_fits(section, branch_flat)
         fits(section, units, y)
         head = _make_layer(section, units, output.activation)
@@ -296,6 +351,9 @@ def build_model(
             last_hidden = y
     if features:
         results.append(last_hidden)
+    if memory:
+        results.append(memory.next_state())
+        inputs = [inputs, memory.starts, memory.state]
     model = tf.keras.Model(inputs, results if len(results) > 1 else results[0], name=name)
     model.layer_graph = graph
     return model
@@ -386,13 +444,13 @@ def check_model(model: tf.keras.Model, observation_space, outputs: Sequence[Outp
 def _check_fits(section: _Section, flat: bool) -> bool:
     """Refuse a dense layer on unflattened images; return whether the activations are flat."""
     kind = section.name.split('-')[0]
-    if kind == 'dense' and not flat:
-        raise section.error(None, 'dense layer on image activations: add a [flatten-N] section before it')
+    if kind in ('dense', 'recurrent') and not flat:
+        raise section.error(None, f'{kind} layer on image activations: add a [flatten-N] section before it')
     return flat or kind == 'flatten'
 
 
 class NumpyForward:
-    """Evaluate an all-dense cfg model in NumPy, from a copy of its weights.
+    """Evaluate an all-dense cfg model (recurrent layers included, one step) in NumPy, from a copy of its weights.
 
     Call :meth:`refresh` after every update so the copy follows the trained weights.
     """
@@ -402,18 +460,17 @@ class NumpyForward:
         self.graph: LayerGraph = model.layer_graph
         self.scale = self.graph.input_scale if self.graph.input_scale is not None else (
             1 / 255 if model.inputs[0].dtype == 'uint8' else None)
-        self.params: list[tuple[np.ndarray, np.ndarray, Callable]] = []
         self.refresh()
 
     @staticmethod
     def supports(model: tf.keras.Model) -> bool:
-        """True if ``model`` came from a cfg and has only dense layers with NumPy activations."""
+        """True if ``model`` came from a cfg and has only dense layers with NumPy activations (and recurrent ones)."""
         graph = getattr(model, 'layer_graph', None)
         if graph is None:
             return False
         layers = graph.trunk + [layer for branch in graph.branches for layer in branch]
         return all(
-            isinstance(layer, tf.keras.layers.Dense)
+            isinstance(layer, Recurrent) or isinstance(layer, tf.keras.layers.Dense)
             and layer.activation.__name__ in NUMPY_ACTIVATIONS
             for layer in layers
         )
@@ -421,29 +478,44 @@ class NumpyForward:
     def refresh(self) -> None:
         """Copy the model's current weights."""
         def params(layer):
-            kernel, bias = (weight.numpy() for weight in layer.weights)
-            return kernel, bias, NUMPY_ACTIVATIONS[layer.activation.__name__]
+            weights = tuple(weight.numpy() for weight in layer.weights)
+            if isinstance(layer, Recurrent):
+                return layer, weights
+            return weights + (NUMPY_ACTIVATIONS[layer.activation.__name__],)
 
         self.trunk = [params(layer) for layer in self.graph.trunk]
         self.branches = [[params(layer) for layer in branch] for branch in self.graph.branches]
 
-    def __call__(self, observations: np.ndarray) -> list[np.ndarray]:
+    def __call__(self, observations: np.ndarray, starts: np.ndarray | None = None,
+                 state: np.ndarray | None = None) -> list[np.ndarray]:
         x = np.asarray(observations, np.float32)  # no copy for float32 input
         if self.graph.flatten_input:
             x = x.reshape(len(x), -1)
         if self.scale is not None:
             x = x * self.scale
-        for kernel, bias, activation in self.trunk:
-            x = activation(x @ kernel + bias)
+        next_state = np.empty_like(state) if self.graph.state_size else None
+
+        def layers(x: np.ndarray, params: list) -> np.ndarray:
+            for entry in params:
+                if isinstance(entry[0], Recurrent):  # one step from the state (zeroed where episodes start)
+                    layer, weights = entry
+                    own = slice(layer.state_offset, layer.state_offset + layer.state_size)
+                    new = numpy_step(layer.kind, weights, x, state[:, own] * (1 - starts[:, :1]))
+                    next_state[:, own] = new
+                    x = new[:, :layer.units]
+                else:
+                    kernel, bias, activation = entry
+                    x = activation(x @ kernel + bias)
+            return x
+
+        x = layers(x, self.trunk)
         results, head_inputs = [], []
         for branch in self.branches:
-            y = x
-            for kernel, bias, activation in branch[:-1]:
-                y = activation(y @ kernel + bias)
+            y = layers(x, branch[:-1])
             head_inputs.append(y)
-            kernel, bias, activation = branch[-1]
-            results.append(activation(y @ kernel + bias))
-        return results + head_inputs[:1] if self.graph.features else results
+            results.append(layers(y, branch[-1:]))
+        results += head_inputs[:1] if self.graph.features else []
+        return results + [next_state] if next_state is not None else results
 
 
 class Forward:
@@ -451,7 +523,8 @@ class Forward:
 
     When every model is a small all-dense cfg model it runs in NumPy on copies of their weights (a
     graph call costs more than such a pass); otherwise all models run in one graph call. Call
-    :meth:`refresh` after the weights change (agents do, through ``on_weights_changed``).
+    :meth:`refresh` after the weights change (agents do, through ``on_weights_changed``). A recurrent model
+    is called with ``(observations, episode_starts (B, 1), state)``.
     """
 
     def __init__(self, *models: tf.keras.Model) -> None:
@@ -459,14 +532,15 @@ class Forward:
         self.numpy = [NumpyForward(model) for model in models] if all(map(NumpyForward.supports, models)) else None
         # Batch sizes vary (envs, final observations, play): trace for any.
         self.graph = None if self.numpy else tf.function(
-            lambda observations: [output for model in models for output in tf.nest.flatten(model(observations))],
+            lambda *inputs: [output for model in models
+                             for output in tf.nest.flatten(model(list(inputs) if len(inputs) > 1 else inputs[0]))],
             reduce_retracing=True)
 
     def refresh(self) -> None:
         for forward in self.numpy or ():
             forward.refresh()
 
-    def __call__(self, observations: np.ndarray) -> list[np.ndarray]:
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         if self.numpy:
-            return [output for forward in self.numpy for output in forward(observations)]
-        return [output.numpy() for output in self.graph(observations)]
+            return [output for forward in self.numpy for output in forward(*inputs)]
+        return [output.numpy() for output in self.graph(*inputs)]

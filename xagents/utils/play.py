@@ -12,6 +12,7 @@ import numpy as np
 from xagents.utils.atomic import check_writable
 from xagents.utils.envs import make_env, settings_for
 from xagents.utils.masks import mask_kwargs
+from xagents.utils.recurrence import memory_kwargs
 
 logger = logging.getLogger('xagents')
 
@@ -58,13 +59,17 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
     try:
         for episode in range(episodes):
             observation, info = env.reset(seed=seed if episode == 0 else None)
+            memory = agent.new_memory(1)  # a recurrent policy's state, from the game's start
             step = 0
             while max_steps is None or step < max_steps:
                 if frame_dir and step % frame_frequency == 0:
                     frame = cv2.cvtColor(np.asarray(env.render()), cv2.COLOR_RGB2BGR)
                     cv2.imwrite(os.path.join(frame_dir, f'{frame_prefix}-{frame_step:06d}.jpg'), frame)
-                action = agent.act(agent.observation_batch(observation)[0], True, **mask_kwargs(read_masks(info)))[0]
+                action = agent.act(agent.observation_batch(observation)[0], True, **mask_kwargs(read_masks(info)),
+                                   **memory_kwargs(memory))[0]
                 observation, _, terminated, truncated, info = env.step(action)
+                if memory:  # a lost life begins the learner's next episode (as in training)
+                    memory.advance([terminated or truncated])
                 step += 1
                 frame_step += 1
                 if 'episode' in info:  # the game is over

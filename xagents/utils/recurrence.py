@@ -1,0 +1,162 @@
+"""Memory for policies that need it (partial observability): an LSTM or GRU layer whose state resets where an
+episode starts, its NumPy mirror for acting, and :class:`Memory`, the state of a batch of envs between steps.
+
+A recurrent model takes three inputs: observations ``(B * T, ...)`` (``T`` steps of ``B`` envs, env-major), the
+episode starts ``(B, T)`` (1 where a step begins an episode: the state is zeroed before it, as sb3-contrib's
+``RecurrentPPO`` and CleanRL's ``ppo_atari_lstm`` do) and the state ``(B, S)`` before the first step; it gives
+its usual outputs for every step and, last, the state after the last step. Acting is ``T = 1``; training replays
+whole sequences from the states stored when they were collected, so the first epoch's log-probabilities are
+those of collection.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from xagents.utils.quiet_tensorflow import tf
+
+KINDS = ('lstm', 'gru')
+GATES = {'lstm': 4, 'gru': 3}
+
+
+def state_size(kind: str, units: int) -> int:
+    """Floats of state one layer carries: ``[h, c]`` for an LSTM, ``h`` for a GRU."""
+    return 2 * units if kind == 'lstm' else units
+
+
+def check_kind(kind: str | None) -> None:
+    """Refuse a recurrent kind that is neither ``lstm`` nor ``gru`` (None: no recurrence)."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f'expected recurrent {" or ".join(map(repr, KINDS))} (or None), got {kind!r}')
+
+
+class Recurrent(tf.keras.layers.Layer):
+    """An LSTM or GRU over ``T`` steps of ``B`` envs whose state is zeroed before every step that starts an episode.
+
+    Keras' gates and initialisation (LSTM gates input, forget, cell, output with a forget bias of 1; GRU with the
+    reset gate after the recurrent product, as cuDNN and PyTorch), computed here so that the input projection of
+    all steps is one product before the loop over time and the NumPy mirror (:func:`numpy_step`) is exact.
+
+    Call with ``(x, starts, state)``: ``x`` ``(B * T, F)`` env-major, ``starts`` ``(B, T)``, ``state`` ``(B, S)``;
+    returns the outputs ``(B * T, units)`` and the state after the last step ``(B, S)``.
+    """
+
+    def __init__(self, kind: str, units: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        check_kind(kind)
+        self.kind, self.units = kind, units
+        self.state_size = state_size(kind, units)
+        self.state_offset = 0  # where this layer's state starts in the model's state vector (set by the builder)
+
+    def build(self, input_shape) -> None:
+        features, gates = int(input_shape[-1]), GATES[self.kind] * self.units
+        self.kernel = self.add_weight(shape=(features, gates), initializer='glorot_uniform', name='kernel')
+        self.recurrent_kernel = self.add_weight(shape=(self.units, gates), initializer='orthogonal',
+                                                name='recurrent_kernel')
+        if self.kind == 'lstm':
+            forget = np.zeros(gates, np.float32)
+            forget[self.units:2 * self.units] = 1.0
+            self.bias = self.add_weight(shape=(gates,), initializer=tf.keras.initializers.Constant(forget), name='bias')
+        else:  # input and recurrent biases
+            self.bias = self.add_weight(shape=(2, gates), initializer='zeros', name='bias')
+
+    def compute_output_spec(self, x, starts, state):
+        return (tf.keras.KerasTensor((x.shape[0], self.units), 'float32'),
+                tf.keras.KerasTensor((state.shape[0], self.state_size), 'float32'))
+
+    def call(self, x, starts, state):
+        batch, steps = tf.shape(starts)[0], tf.shape(starts)[1]
+        input_bias = self.bias if self.kind == 'lstm' else self.bias[0]
+        projected = tf.reshape(tf.matmul(x, self.kernel) + input_bias, (batch, steps, -1))
+        keep = 1.0 - tf.cast(starts, tf.float32)
+        if starts.shape[1] == 1:  # one step (acting, exports): no loop, which TFLite could not convert
+            state = self.cell(projected[:, 0], state * keep)
+            return state[:, :self.units], state
+
+        def step(previous, inputs):
+            projected_t, keep_t = inputs
+            return self.cell(projected_t, previous * keep_t[:, None])
+
+        states = tf.scan(step, (tf.transpose(projected, (1, 0, 2)), tf.transpose(keep)),
+                         initializer=tf.convert_to_tensor(state, tf.float32))  # (T, B, S)
+        outputs = tf.transpose(states[:, :, :self.units], (1, 0, 2))
+        return tf.reshape(outputs, (-1, self.units)), states[-1]
+
+    def cell(self, projected: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
+        """One step: the new state from this step's input projection and the (reset) previous state."""
+        units = self.units
+        if self.kind == 'lstm':
+            h, c = state[:, :units], state[:, units:]
+            z = projected + tf.matmul(h, self.recurrent_kernel)
+            i, f, g, o = tf.split(z, 4, axis=-1)
+            c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
+            return tf.concat([tf.sigmoid(o) * tf.tanh(c), c], -1)
+        recurrent = tf.matmul(state, self.recurrent_kernel) + self.bias[1]
+        x_z, x_r, x_h = tf.split(projected, 3, axis=-1)
+        h_z, h_r, h_h = tf.split(recurrent, 3, axis=-1)
+        z, r = tf.sigmoid(x_z + h_z), tf.sigmoid(x_r + h_r)
+        return z * state + (1 - z) * tf.tanh(x_h + r * h_h)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), 'kind': self.kind, 'units': self.units}
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def numpy_step(kind: str, weights: tuple[np.ndarray, ...], x: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """:meth:`Recurrent.cell` on the input ``x`` ``(B, F)`` of one step, in NumPy, from copies of the layer's
+    ``(kernel, recurrent_kernel, bias)``; ``state`` is already reset where an episode starts."""
+    kernel, recurrent_kernel, bias = weights
+    units = recurrent_kernel.shape[0]
+    if kind == 'lstm':
+        h, c = state[:, :units], state[:, units:]
+        i, f, g, o = np.split(x @ kernel + bias + h @ recurrent_kernel, 4, axis=-1)
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        return np.concatenate([_sigmoid(o) * np.tanh(c), c], -1)
+    x_z, x_r, x_h = np.split(x @ kernel + bias[0], 3, axis=-1)
+    h_z, h_r, h_h = np.split(state @ recurrent_kernel + bias[1], 3, axis=-1)
+    z, r = _sigmoid(x_z + h_z), _sigmoid(x_r + h_r)
+    return z * state + (1 - z) * np.tanh(x_h + r * h_h)
+
+
+def in_sequences(length: int, *arrays: np.ndarray) -> list[np.ndarray]:
+    """``(T, E, ...)`` rollout arrays as ``(E * T / length, length, ...)`` sequences: each env's steps in order, cut
+    every ``length`` steps (sequence ``e * T / length + k`` is env ``e``'s ``k``-th)."""
+    return [np.swapaxes(array, 0, 1).reshape(-1, length, *array.shape[2:]) for array in arrays]
+
+
+def memory_kwargs(memory: Memory | None) -> dict:
+    """``act``'s keyword for ``memory``: none for agents without recurrence, whose ``act`` takes no memory."""
+    return {} if memory is None else {'memory': memory}
+
+
+@dataclasses.dataclass
+class Memory:
+    """The recurrent state of a batch of envs between steps.
+
+    Attributes:
+        state: ``(B, S)`` the state before the next step.
+        starts: ``(B,)`` booleans: the env's next step begins an episode (its state is zeroed then).
+        next_state: ``(B, S)`` the state after the step the policy last acted on (taken by :meth:`advance`).
+    """
+
+    state: np.ndarray
+    starts: np.ndarray
+    next_state: np.ndarray | None = None
+
+    @classmethod
+    def zeros(cls, batch: int, size: int) -> Memory:
+        """A batch of envs about to begin their episodes."""
+        return cls(np.zeros((batch, size), np.float32), np.ones(batch, bool))
+
+    def inputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(starts (B, 1), state (B, S))``, as a model takes them for one step."""
+        return self.starts.astype(np.float32)[:, None], self.state
+
+    def advance(self, dones: np.ndarray) -> None:
+        """After an env step: carry the state on; envs whose episode ended begin anew at their next step."""
+        self.state, self.next_state = self.next_state, None
+        self.starts = np.asarray(dones, bool).copy()
