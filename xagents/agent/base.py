@@ -17,6 +17,7 @@ from typing import Sequence
 
 import gymnasium as gym
 import numpy as np
+import numpy.typing as npt
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.agent import persistence
@@ -380,7 +381,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     @validated
     def predict(self, observation: np.ndarray | dict, deterministic: bool = True,
                 action_mask: np.ndarray | None = None, state: np.ndarray | None = None,
-                episode_start: np.ndarray | bool | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+                episode_start: npt.ArrayLike | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
         ``predict``), with the observation normalisation and action scaling of training; nothing learns.
         Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training;

@@ -77,10 +77,12 @@ class OnPolicy(BaseAgent):
         """The outputs of an actor-critic model: distribution parameters and a value."""
         return [Output('policy', self.distribution.output_units()), Output('value', 1)]
 
-    def setup_recurrence(self, recurrent: str | None, sequence_length: int | None) -> int:
+    def setup_recurrence(self, recurrent: str | None, sequence_length: int | None, mini_batches: int = 1) -> int:
         """Take a recurrent policy's settings (before :meth:`build_actor_critic`); return the rows an update
         divides into minibatches: the rollout's samples, or with ``recurrent`` its sequences of
-        ``sequence_length`` steps (default ``n_steps``: each env's whole rollout, as CleanRL's ``ppo_atari_lstm``).
+        ``sequence_length`` steps (default: the longest that divides ``n_steps`` and gives each of ``mini_batches``
+        as many sequences, ``n_steps`` when they divide ``n_envs``: each env's whole rollout, as CleanRL's
+        ``ppo_atari_lstm``).
 
         A recurrent policy keeps a state per env, zeroed where an episode starts; the update replays each sequence
         from the state stored when its first step was collected, resetting inside it where episodes start.
@@ -90,7 +92,9 @@ class OnPolicy(BaseAgent):
             raise ValueError("sequence_length is for recurrent policies: give recurrent='lstm' or 'gru' too")
         if not recurrent:
             return self.n_steps * self.n_envs
-        length = sequence_length or self.n_steps
+        length = sequence_length or max((length for length in range(1, self.n_steps + 1) if not self.n_steps % length
+                                         and not self.n_envs * self.n_steps // length % mini_batches),
+                                        default=self.n_steps)
         if length < 1 or self.n_steps % length:
             raise ValueError(f'expected sequence_length to divide n_steps = {self.n_steps}, got {length}')
         self.recurrent, self.sequence_length = recurrent, length

@@ -53,10 +53,11 @@ class PPO(OnPolicy):
             recurrent: Give the policy memory, an lstm or gru layer (its size in the model's .cfg; default
                 ann/cnn-model-recurrent.cfg): for envs that show only part of their state.
             sequence_length: Steps per training sequence of a recurrent policy (must divide n_steps; default
-                n_steps); minibatches are then of whole sequences and mini_batches must divide their number.
+                n_steps, or the longest that gives every minibatch whole sequences); minibatches are then of whole
+                sequences, and mini_batches must divide their number.
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
-        rows = self.setup_recurrence(recurrent, sequence_length)
+        rows = self.setup_recurrence(recurrent, sequence_length, mini_batches)
         if rows % mini_batches:
             counted = (f'the n_envs * n_steps / sequence_length = {rows} sequences' if recurrent
                        else f'n_steps * n_envs = {rows}')

@@ -35,9 +35,16 @@ def test_every_shipped_cfg_builds_with_requested_outputs(path):
     heads = [section for section in read_cfg(path) if section.flag('output')]
     # Heads without units are filled from what the agent asks (3 + i here); fixed ones keep theirs.
     outputs = [Output(f'out{i}', head.get('units', int, 3 + i)) for i, head in enumerate(heads)]
-    model = build_model(path, space, outputs)
+    recurrent = 'lstm' if 'recurrent' in os.path.basename(path) else None
+    model = build_model(path, space, outputs, recurrent=recurrent)
     packed = DictObservations.of(space)
-    results = model(np.zeros((2, packed.size), np.float32) if packed else np.zeros((2, *space.shape), space.dtype))
+    observations = np.zeros((2, packed.size), np.float32) if packed else np.zeros((2, *space.shape), space.dtype)
+    if recurrent:  # two envs, one step each, from zero states; the state after it comes last
+        state_size = model.layer_graph.state_size if model.layer_graph else int(model.outputs[-1].shape[-1])
+        *results, state = model([observations, np.ones((2, 1), np.float32), np.zeros((2, state_size), np.float32)])
+        assert state.shape == (2, state_size)
+    else:
+        results = model(observations)
     results = results if isinstance(results, (list, tuple)) else [results]
     assert heads and len(results) == len(heads)
     assert [tuple(result.shape) for result in results] == [(2, output.units) for output in outputs]

@@ -1,8 +1,9 @@
 """Small envs whose optimum is known, for checking that an agent learns a kind of action space (as
-Stable-Baselines3's ``IdentityEnvMultiDiscrete``). Importing this module registers them::
+Stable-Baselines3's ``IdentityEnvMultiDiscrete``), or needs memory. Importing this module registers them::
 
     xagents train ppo --env xagents.utils.toy_envs:MatchTargets-v0
     xagents train ppo --env xagents.utils.toy_envs:MatchTargets-v0 --env-kwargs '{"action_type": "discrete"}'
+    xagents train ppo --env xagents.utils.toy_envs:Recall-v0 --recurrent lstm
 """
 from __future__ import annotations
 
@@ -85,4 +86,42 @@ class MatchTargets(gym.Env):
         return self.observe(), reward, self.t >= self.length, False, {}
 
 
+class Recall(gym.Env):
+    """Remember a cue: the first observation shows one of ``cues`` one-hot, the next ``delay`` show nothing; the
+    episode's last action scores 1 if it names the cue, 0 otherwise (earlier actions score nothing). The optimum
+    is 1; a policy without memory sees the same empty observation whatever the cue, so it scores ``1 / cues`` at
+    best.
+    """
+
+    metadata = {'render_modes': []}
+
+    def __init__(self, cues: int = 2, delay: int = 2, render_mode: str | None = None) -> None:
+        self.cues, self.delay = cues, delay
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (cues + 1,), np.float32)  # the cue, then "now act"
+        self.action_space = gym.spaces.Discrete(cues)
+        self.cue, self.t = 0, 0
+
+    def observe(self) -> np.ndarray:
+        observation = np.zeros(self.observation_space.shape, np.float32)
+        if self.t == 0:
+            observation[self.cue] = 1.0
+        if self.t == self.delay:
+            observation[-1] = 1.0
+        return observation
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.cue, self.t = int(self.np_random.integers(self.cues)), 0
+        return self.observe(), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f'expected an action in {self.action_space}, got {action!r}')
+        last = self.t == self.delay
+        reward = float(last and int(action) == self.cue)
+        self.t += 1
+        return self.observe() if not last else np.zeros(self.observation_space.shape, np.float32), reward, last, False, {}
+
+
 gym.register('MatchTargets-v0', entry_point=MatchTargets)
+gym.register('Recall-v0', entry_point=Recall)

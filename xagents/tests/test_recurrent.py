@@ -1,0 +1,230 @@
+"""Recurrent policies (PPO and A2C with recurrent='lstm' or 'gru'): the layer's maths and its reset at episode
+starts, collection and training on the same sequences, memory through predict, evaluation, play, save and
+exports, the command line, and learning what a policy without memory cannot."""
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import xagents.utils.toy_envs  # noqa: F401 (registers Recall-v0)
+from xagents import A2C, PPO
+from xagents.utils.envs import create_envs
+from xagents.utils.export import FORMATS, load_exported
+from xagents.utils.models import CfgError, NumpyForward, Output, build_model
+from xagents.utils.recurrence import Memory, in_sequences
+
+MODELS = os.path.join(os.path.dirname(xagents.utils.toy_envs.__file__), '..', 'agent', 'models')
+VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+
+
+def recurrent_model(kind: str, cfg: str = 'ann-model-recurrent.cfg') -> tf.keras.Model:
+    tf.keras.utils.set_random_seed(0)
+    return build_model(os.path.join(MODELS, cfg), VECTOR, [Output('policy', 2), Output('value', 1)], recurrent=kind)
+
+
+def step_by_step(model, observations, starts, state):
+    """The model acting one step at a time (as in collection) over ``(B, T, ...)`` sequences."""
+    outputs = []
+    for t in range(observations.shape[1]):
+        *step, state = model([observations[:, t], starts[:, t:t + 1], state])
+        outputs.append(step[0].numpy())
+        state = state.numpy()
+    return np.stack(outputs, 1), state
+
+
+@pytest.mark.parametrize('kind', ['lstm', 'gru'])
+def test_a_sequence_equals_its_steps_and_the_state_resets_exactly_where_an_episode_starts_per_env(kind):
+    model = recurrent_model(kind)
+    size = model.layer_graph.state_size
+    assert size == (2 * 64 if kind == 'lstm' else 64) * 2  # one layer per head (separate actor and critic)
+    rng = np.random.default_rng(0)
+    observations = rng.normal(size=(3, 6, 4)).astype(np.float32)
+    starts = np.zeros((3, 6), np.float32)
+    starts[1, 3] = 1.0  # env 1 begins an episode at its 4th step; envs 0 and 2 do not
+    state = rng.normal(size=(3, size)).astype(np.float32)
+    *whole, last = model([observations.reshape(18, 4), starts, state])
+    steps, stepped_last = step_by_step(model, observations, starts, state)
+    np.testing.assert_allclose(whole[0].numpy().reshape(3, 6, -1), steps, atol=1e-5)
+    np.testing.assert_allclose(last.numpy(), stepped_last, atol=1e-5)
+    # From its start on, env 1 acts as if it had begun there with a zero state, whatever came before...
+    fresh, _ = step_by_step(model, observations[1:2, 3:], np.array([[1, 0, 0]], np.float32),
+                            np.zeros((1, size), np.float32))
+    np.testing.assert_allclose(steps[1, 3:], fresh[0], atol=1e-5)
+    # ...and before it (and in the other envs) the state it carried counts.
+    carried, _ = step_by_step(model, observations, np.zeros((3, 6), np.float32), np.zeros((3, size), np.float32))
+    assert np.abs(carried[0] - steps[0]).max() > 1e-4 and np.abs(carried[1, :3] - steps[1, :3]).max() > 1e-4
+    assert np.abs(carried[1, 3:] - fresh[0]).max() > 1e-4  # (without the reset, env 1 would have acted otherwise)
+
+
+@pytest.mark.parametrize('kind', ['lstm', 'gru'])
+def test_numpy_acting_equals_the_keras_model(kind):
+    model = recurrent_model(kind, 'ann-model-recurrent-relu.cfg')
+    assert NumpyForward.supports(model)
+    rng = np.random.default_rng(1)
+    observations = rng.normal(size=(5, 4)).astype(np.float32)
+    starts = np.array([[1], [0], [0], [1], [0]], np.float32)
+    state = rng.normal(size=(5, model.layer_graph.state_size)).astype(np.float32)
+    expected = [output.numpy() for output in model([observations, starts, state])]
+    for got, want in zip(NumpyForward(model)(observations, starts, state), expected):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_a_cfg_and_the_recurrent_setting_must_agree(tmp_path):
+    with pytest.raises(CfgError, match=r"\[recurrent-1\]: a recurrent layer needs recurrent='lstm' or 'gru'"):
+        build_model(os.path.join(MODELS, 'ann-model-recurrent.cfg'), VECTOR, [Output('policy', 2), Output('value', 1)])
+    with pytest.raises(CfgError, match=r"recurrent='gru' needs a \[recurrent-N\] section"):
+        build_model(os.path.join(MODELS, 'ann-model.cfg'), VECTOR, [Output('policy', 2), Output('value', 1)],
+                    recurrent='gru')
+    with pytest.raises(ValueError, match="expected recurrent 'lstm' or 'gru'"):
+        PPO(create_envs('CartPoleNoVel-v1', n_envs=2), recurrent='rnn')
+    with pytest.raises(ValueError, match='expected sequence_length to divide n_steps = 32, got 5'):
+        PPO(create_envs('CartPoleNoVel-v1', n_envs=2), n_steps=32, recurrent='lstm', sequence_length=5)
+    with pytest.raises(ValueError, match='mini_batches to divide the n_envs \\* n_steps / sequence_length = 4'):
+        PPO(create_envs('CartPoleNoVel-v1', n_envs=2), n_steps=32, recurrent='lstm', sequence_length=16, mini_batches=3)
+    with pytest.raises(ValueError, match='sequence_length is for recurrent policies'):
+        A2C(create_envs('CartPoleNoVel-v1', n_envs=2), sequence_length=5)
+
+
+def collected(agent_class, **settings):
+    agent = agent_class.from_env('CartPoleNoVel-v1', n_envs=3, seed=2, quiet=True, **settings)
+    agent.start_envs()
+    agent.collect()  # a first rollout: states have moved on from zeros
+    return agent, agent.collect()
+
+
+@pytest.mark.parametrize('agent_class, settings', [
+    (PPO, {'recurrent': 'lstm', 'n_steps': 32, 'sequence_length': 8, 'mini_batches': 4}),
+    (PPO, {'recurrent': 'gru', 'n_steps': 32, 'normalize_observations': True, 'mini_batches': 1}),
+    (A2C, {'recurrent': 'lstm', 'n_steps': 16, 'use_sde': False}),
+])
+def test_training_sequences_reproduce_the_collection_time_log_probabilities(agent_class, settings):
+    """Episodes of CartPole under a fresh policy last ~20 steps, so sequences hold episode starts inside them."""
+    agent, rollout = collected(agent_class, **settings)
+    assert rollout.dones.any() and rollout.episode_starts[1:].any()
+    # A step begins an episode exactly where the previous one ended, per env.
+    np.testing.assert_array_equal(rollout.episode_starts[1:], rollout.dones[:-1])
+    length = agent.sequence_length
+    *columns, starts = in_sequences(length, rollout.observations, rollout.actions, rollout.log_probs,
+                                    rollout.episode_starts)
+    states = in_sequences(1, rollout.states[::length])[0][:, 0]
+    batch = agent.minibatch_of(tf.nest.map_structure(tf.convert_to_tensor, {
+        'observations': columns[0], 'actions': columns[1], 'sequences': (starts, states)}))
+    params, values = agent.policy_value(batch['observations'], batch['sequences'])
+    log_probs, _ = agent.log_prob_entropy(params, batch['actions'])
+    np.testing.assert_allclose(log_probs.numpy(), columns[2].reshape(-1), atol=2e-5)
+    np.testing.assert_allclose(values.numpy()[:, 0], in_sequences(length, rollout.values)[0].reshape(-1), atol=2e-5)
+
+
+def test_collection_carries_each_envs_state_and_zeroes_it_where_its_episode_starts():
+    agent, rollout = collected(PPO, recurrent='lstm', n_steps=32, mini_batches=1)
+    starts, states = rollout.episode_starts, rollout.states
+    assert rollout.episode_starts[1:].any() and (~rollout.episode_starts[1:].astype(bool)).any()
+    inputs = (rollout.observations, starts[..., None], states)
+    # Acting from the stored state of step t gives the stored state of step t + 1 (none is lost or mixed up).
+    for t in range(31):
+        *_, next_state = agent.policy_and_value(*(part[t] for part in inputs))
+        np.testing.assert_allclose(next_state, states[t + 1], atol=1e-5)
+    # Where a step starts an episode, the state it carried in makes no difference.
+    t, env = np.argwhere(starts[1:])[0] + (1, 0)
+    with_state = agent.policy_and_value(rollout.observations[t, env:env + 1], np.ones((1, 1), np.float32),
+                                        states[t, env:env + 1])
+    zeroed = agent.policy_and_value(rollout.observations[t, env:env + 1], np.ones((1, 1), np.float32),
+                                    np.zeros((1, states.shape[-1]), np.float32))
+    assert np.abs(states[t, env]).max() > 0
+    for a, b in zip(with_state, zeroed):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_predict_takes_and_returns_the_state_and_matches_the_policy_stepped_through_an_episode(tmp_path):
+    agent = PPO.from_env('CartPoleNoVel-v1', n_envs=2, n_steps=16, recurrent='lstm', seed=0, quiet=True,
+                         normalize_observations=True)
+    agent.fit(max_steps=64)
+    env = gym.make('CartPoleNoVel-v1')
+    observation, _ = env.reset(seed=3)
+    memory, state, start = agent.new_memory(1), None, True
+    for _ in range(20):
+        action, state = agent.predict(observation, state=state, episode_start=start)
+        expected = agent.act(observation[None], True, memory=memory)[0]
+        assert action == expected and state.shape == (agent.state_size,)
+        np.testing.assert_allclose(state, memory.next_state[0], atol=1e-6)
+        observation, _, terminated, truncated, _ = env.step(action)
+        start = terminated or truncated
+        memory.advance([start])
+        if start:
+            observation, _ = env.reset()
+    batch_actions, batch_state = agent.predict(np.zeros((3, 4), np.float32))
+    assert batch_actions.shape == (3,) and batch_state.shape == (3, agent.state_size)
+    with pytest.raises(ValueError, match=r'expected a state shaped \(3, 256\)'):
+        agent.predict(np.zeros((3, 4), np.float32), state=np.zeros((2, 256)))
+    feedforward = PPO.from_env('CartPole-v1', n_envs=2, quiet=True)
+    assert np.shape(feedforward.predict(np.zeros(4, np.float32))) == ()
+    with pytest.raises(ValueError, match='PPO has no memory: state and episode_start are for recurrent policies'):
+        feedforward.predict(np.zeros(4, np.float32), state=np.zeros(8))
+
+
+@pytest.mark.parametrize('format', FORMATS)
+def test_an_export_carries_the_state_as_predict_does(format, tmp_path):
+    agent = A2C.from_env('CartPoleNoVel-v1', n_envs=2, recurrent='gru', seed=1, quiet=True,
+                         normalize_observations=True)
+    agent.fit(max_steps=200)
+    exported = load_exported(agent.export(str(tmp_path / f'policy.{format}'), format), format)
+    rng = np.random.default_rng(0)
+    state = exported_state = None
+    for step in range(4):
+        observations = rng.normal(size=(3, 4)).astype(np.float32)
+        starts = np.array([step == 0, step == 2, False])
+        actions, state = agent.predict(observations, state=state, episode_start=starts)
+        exported_actions, exported_state = exported(observations, state=exported_state, episode_start=starts)
+        np.testing.assert_array_equal(exported_actions, actions)
+        np.testing.assert_allclose(exported_state, state, atol=1e-5)
+
+
+def test_save_load_evaluate_and_play_keep_the_memory(tmp_path):
+    agent = PPO.from_env('CartPoleNoVel-v1', n_envs=2, n_steps=16, recurrent='lstm', seed=0, quiet=True)
+    agent.fit(max_steps=200)
+    agent.save(str(tmp_path / 'saved'))
+    loaded = PPO.load(str(tmp_path / 'saved'))
+    assert loaded.recurrent == 'lstm' and loaded.sequence_length == agent.sequence_length == 8  # (4 minibatches of 2 envs)
+    observations = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32)
+    for a, b in zip(agent.predict(observations), loaded.predict(observations)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert agent.evaluate(episodes=2, seed=5).returns.tolist() == loaded.evaluate(episodes=2, seed=5).returns.tolist()
+    assert loaded.play(seed=5).returns.tolist() == loaded.evaluate(episodes=1, seed=5).returns.tolist()
+
+
+@pytest.mark.parametrize('agent_class', [PPO, A2C])
+def test_with_memory_an_agent_recalls_a_cue_that_a_policy_without_memory_cannot(agent_class):
+    """Recall-v0 shows a cue only at an episode's first step and scores the last action by it: without memory the
+    best deterministic policy scores 1/2."""
+    settings = {'n_envs': 8, 'n_steps': 16, 'lr': 3e-3, 'entropy_coef': 0.0, 'seed': 0, 'quiet': True,
+                **({'mini_batches': 2} if agent_class is PPO else {'optimizer': 'adam'})}
+    recalling = agent_class.from_env('Recall-v0', recurrent='lstm', **settings)
+    recalling.fit(max_steps=12_000, target_reward=0.95)
+    assert recalling.evaluate(episodes=200, seed=1).mean >= 0.95
+    forgetting = agent_class.from_env('Recall-v0', **settings)
+    forgetting.fit(max_steps=recalling.steps)
+    assert forgetting.evaluate(episodes=200, seed=1).mean <= 0.62
+
+
+def test_the_command_line_trains_a_recurrent_policy_and_refuses_a_wrong_kind_in_one_line(workdir, xagents_cli):
+    status, output, _ = xagents_cli('train', 'ppo', '--env', 'CartPoleNoVel-v1', '--recurrent', 'gru',
+                                    '--max-steps', '512', '--n-envs', '2', '--checkpoints', 'model.npz')
+    assert status == 0 and os.path.exists('model.npz'), output
+    status, output, error = xagents_cli('play', 'ppo', '--env', 'CartPoleNoVel-v1', '--recurrent', 'gru',
+                                        '--weights', 'model.npz', '--frame-dir', 'frames', '--max-steps', '5')
+    assert status == 0 and len(os.listdir('frames')) == 5, output + error
+    status, _, error = xagents_cli('train', 'ppo', '--env', 'CartPoleNoVel-v1', '--recurrent', 'rnn')
+    assert status == 2 and "expected recurrent 'lstm' or 'gru'" in error and 'Traceback' not in error
+    assert len(error.strip().splitlines()) == 1
+    status, output, _ = xagents_cli('train', 'ppo')
+    assert '--recurrent' in output and '--sequence-length' in output
+
+
+def test_memory_advances_and_zeroes_nothing_itself():
+    memory = Memory.zeros(2, 3)
+    assert memory.starts.all() and not memory.state.any()
+    memory.next_state = np.ones((2, 3), np.float32)
+    memory.advance(np.array([True, False]))
+    assert memory.starts.tolist() == [True, False] and memory.state.sum() == 6 and memory.next_state is None
