@@ -128,8 +128,8 @@ class OnPolicy(BaseAgent):
         or with gSDE the ``(features, d)`` log sigma of the noise matrix."""
         if isinstance(self.distribution, DiagGaussian) and not hasattr(policy, 'log_std'):
             shape = (self.distribution.dim,)
-            if self.use_sde:  # (build checked the outputs: means, value, then features)
-                shape = (policy.outputs[-1].shape[-1], self.distribution.dim)
+            if self.use_sde:  # (build checked the outputs: means, value, features, then a recurrent state)
+                shape = (policy.outputs[-2 if self.recurrent else -1].shape[-1], self.distribution.dim)
             policy.log_std = policy.add_weight(shape=shape, name='log_std',
                                                initializer=tf.keras.initializers.Constant(self.log_std_init))
         return policy
