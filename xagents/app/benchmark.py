@@ -46,16 +46,16 @@ class Job:
     eval_frequency: int
     flags: tuple[str, ...] = ()
     max_seeds: int | None = None  # runs too long for a CPU: only the first seeds unless --all-seeds
-    variant: str = ''  # tells apart runs of one agent on one env with other flags (a control without memory)
+    label: str = ''  # tells runs of one agent on one env with other flags apart (dqn+her, dqn)
 
     @property
-    def label(self) -> str:
-        """The agent as tables and plots name it: ``ppo``, or ``ppo-lstm`` for a variant."""
-        return f'{self.agent}-{self.variant}' if self.variant else self.agent
+    def title(self) -> str:
+        """The agent as tables and plots name it: ``dqn``, or with a label ``dqn+her``."""
+        return f'{self.agent}+{self.label}' if self.label else self.agent
 
     @property
     def name(self) -> str:
-        return f'{self.label}-{self.env.replace("/", "-").replace(":", "-")}'
+        return f'{self.title}-{self.env.replace("/", "-").replace(":", "-")}'
 
 
 SUITES = {
@@ -118,9 +118,9 @@ SUITES = {
     # Memory: classic control with the velocities hidden (RL Zoo's NoVel ids) for recurrent PPO with RL Zoo's
     # ppo_lstm settings (the presets), beside the same PPO without memory, which should not get there.
     'memory': [
-        Job('ppo', 'CartPoleNoVel-v1', 475, 100_000, 10_240, flags=('--recurrent', 'lstm'), variant='lstm'),
+        Job('ppo', 'CartPoleNoVel-v1', 475, 100_000, 10_240, flags=('--recurrent', 'lstm'), label='lstm'),
         Job('ppo', 'CartPoleNoVel-v1', 475, 100_000, 10_240),
-        Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192, flags=('--recurrent', 'lstm'), variant='lstm'),
+        Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192, flags=('--recurrent', 'lstm'), label='lstm'),
         Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192),
     ],
 }
@@ -217,7 +217,7 @@ def run_one(job: Job, seed: int, output: str) -> dict:
     evaluations = [(int(step), float(reward)) for step, reward in EVAL_LINE.findall(result.stdout)]
     steps = max([job.steps] + [step for step, _ in evaluations])  # a last round may pass the budget
     reached = [step for step, reward in evaluations if reward >= job.target]
-    record = {'agent': job.label, 'env': job.env, 'seed': seed, 'target': job.target, 'budget': job.steps,
+    record = {'agent': job.title, 'env': job.env, 'seed': seed, 'target': job.target, 'budget': job.steps,
               'command': ' '.join(command), 'wall_seconds': wall, 'steps': steps, 'steps_per_second': steps / wall,
               'evaluations': evaluations, 'steps_to_target': reached[0] if reached else None,
               'final_eval': evaluations[-1][1] if evaluations else None}
