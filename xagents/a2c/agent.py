@@ -70,18 +70,14 @@ class A2C(OnPolicy):
     @tf.function
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
-        if sequences is not None:  # a recurrent policy's whole sequences, flattened
-            batch = self.minibatch_of({'observations': observations, 'actions': actions, 'advantages': advantages,
-                                       'returns': returns, 'sequences': sequences,
-                                       **({} if action_masks is None else {'action_masks': action_masks})})
-            observations, actions, advantages, returns = (batch[name] for name in (
-                'observations', 'actions', 'advantages', 'returns'))
-            action_masks = batch.get('action_masks')
+        # The whole rollout (a recurrent policy's sequences flattened, env-major).
+        batch = self.minibatch_of(self.named_columns(observations, actions, log_probs, advantages, returns,
+                                                     action_masks, sequences))
         with tf.GradientTape() as tape:
-            params, values = self.policy_value(observations, sequences)
-            new_log_probs, entropy = self.log_prob_entropy(params, actions, action_masks)
-            policy_loss = -tf.reduce_mean(new_log_probs * advantages)
-            value_loss = tf.reduce_mean((returns - values[:, 0]) ** 2)
+            params, values = self.policy_value(batch['observations'], sequences)
+            new_log_probs, entropy = self.log_prob_entropy(params, batch['actions'], batch.get('action_masks'))
+            policy_loss = -tf.reduce_mean(new_log_probs * batch['advantages'])
+            value_loss = tf.reduce_mean((batch['returns'] - values[:, 0]) ** 2)
             entropy = tf.reduce_mean(entropy)
             loss = policy_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy
         variables = self.model.trainable_variables

@@ -168,6 +168,13 @@ class OnPolicy(BaseAgent):
         return (params, *features) if features else params, values
 
     @staticmethod
+    def named_columns(observations, actions, log_probs, advantages, returns, action_masks=None, sequences=None) -> dict:
+        """:meth:`train_step`'s arguments by name (``old_log_probs`` for ``log_probs``), without those not given."""
+        columns = {'observations': observations, 'actions': actions, 'old_log_probs': log_probs,
+                   'advantages': advantages, 'returns': returns, 'action_masks': action_masks, 'sequences': sequences}
+        return {name: column for name, column in columns.items() if column is not None}
+
+    @staticmethod
     def minibatch_of(columns: dict, indices: tf.Tensor | None = None) -> dict:
         """Rows ``indices`` (default all) of an update's ``columns``: samples, or whole sequences of a recurrent
         policy (with ``sequences`` among the columns), their steps then flattened env-major as its model takes them."""

@@ -93,10 +93,7 @@ class PPO(OnPolicy):
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
         variables = self.model.trainable_variables
-        columns = {name: column for name, column in (
-            ('observations', observations), ('actions', actions), ('old_log_probs', log_probs),
-            ('advantages', advantages), ('returns', returns), ('action_masks', action_masks),
-            ('sequences', sequences)) if column is not None}
+        columns = self.named_columns(observations, actions, log_probs, advantages, returns, action_masks, sequences)
 
         def minibatch(indices):
             with tf.GradientTape() as tape:
