@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
+from xagents.utils import goal_envs  # noqa: F401  (registers BitFlipping-v0 and PointReach-v0)
 from xagents.utils.masks import with_mask_info
 from xagents.utils.memory import check_fits
 from xagents.utils.validation import validated
