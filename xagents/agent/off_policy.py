@@ -40,6 +40,10 @@ class OffPolicy(BaseAgent):
     Box actions live in ``[-1, 1]`` inside the agent and the buffer and are scaled to the env's
     bounds when sent. Small MLP policies act in NumPy on a copy of their weights.
 
+    With ``her`` (goal envs) the buffer is a :class:`~xagents.utils.her.HerReplayBuffer`: part of every sampled
+    batch gets goals achieved later in its episode and their rewards, relabelled on raw observations that
+    :meth:`update` then normalises as any others.
+
     With action masks (discrete agents), every action taken, random ones included, is an allowed one, and the
     buffer keeps each observation's mask so that targets run over the actions allowed in the next state:
     ``train_step`` then gets ``action_masks`` and ``next_action_masks`` ``(batch, n)``.

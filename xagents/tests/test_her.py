@@ -173,6 +173,21 @@ def test_a_workers_columns_keep_their_own_episodes_and_a_cut_one_ends_there():
     np.testing.assert_array_equal(goal[:part, :2], own[:part, :2])
 
 
+def test_a_compute_reward_that_is_not_vectorised_is_named_as_such():
+    space = BitFlipping(4).observation_space
+    keys = DictObservations.of(space)
+
+    def one_pair_at_a_time(achieved_goal, desired_goal, info):  # what a goal env written for one pair returns
+        return float(np.array_equal(achieved_goal, desired_goal)) - 1.0
+
+    buffer = HerReplayBuffer(16, 1, space, gym.spaces.Discrete(4), one_pair_at_a_time, seed=0)
+    observation = keys.pack_list([space.sample()])
+    buffer.add(observation, [0], [-1.0], observation, [False], [False])
+    with pytest.raises(ValueError, match=r'her expects compute_reward to be vectorised: 4 goal pairs in, 4 rewards '
+                                         r'out, got an array shaped \(\)'):
+        buffer.sample(5)
+
+
 def test_same_seed_relabels_the_same_and_a_restored_buffer_relabels_as_the_original(tmp_path):
     agent = DQN.from_env('BitFlipping-v0', env_kwargs={'n_bits': 6}, seed=3, quiet=True, buffer_max_size=1000,
                          buffer_initial_size=400, buffer_batch_size=32)
