@@ -10,6 +10,7 @@ import numpy as np
 
 from xagents.agent.base import BaseAgent
 from xagents.utils.buffers import ReplayBuffer
+from xagents.utils.her import STRATEGIES, HerReplayBuffer, check_goal_space, goal_reward
 from xagents.utils.prioritized import PrioritizedReplayBuffer
 from xagents.utils.envs import frame_stacked
 from xagents.utils.masks import mask_kwargs as masked, random_valid
@@ -38,6 +39,10 @@ class OffPolicy(BaseAgent):
 
     Box actions live in ``[-1, 1]`` inside the agent and the buffer and are scaled to the env's
     bounds when sent. Small MLP policies act in NumPy on a copy of their weights.
+
+    With ``her`` (goal envs) the buffer is a :class:`~xagents.utils.her.HerReplayBuffer`: part of every sampled
+    batch gets goals achieved later in its episode and their rewards, relabelled on raw observations that
+    :meth:`update` then normalises as any others.
 
     With action masks (discrete agents), every action taken, random ones included, is an allowed one, and the
     buffer keeps each observation's mask so that targets run over the actions allowed in the next state:
@@ -70,6 +75,9 @@ class OffPolicy(BaseAgent):
         priority_alpha: float = 0.6,
         priority_beta: float = 0.4,
         priority_beta_steps: int = 100_000,
+        her: bool = False,
+        her_goals: int = 4,
+        her_strategy: str = 'future',
         jit_compile: bool | None = None,
         opt_epsilon: float = 1e-7,
         beta1: float = 0.9,
@@ -91,6 +99,11 @@ class OffPolicy(BaseAgent):
             priority_alpha: Prioritised replay exponent alpha.
             priority_beta: Initial importance-sampling exponent, annealed to 1.
             priority_beta_steps: Env steps over which beta reaches 1.
+            her: Hindsight experience replay on a goal env (Andrychowicz et al. 2017): replayed transitions get
+                goals achieved later in their episode, rewards from the env's compute_reward.
+            her_goals: Relabelled transitions per real one in a batch (SB3's n_sampled_goal: 4 relabels 4/5 of it).
+            her_strategy: Where hindsight goals come from: future (a later step of the episode), final (its
+                last step) or episode (any of its steps).
             jit_compile: Compile updates with XLA; default: when every cfg model is a dense MLP
                 (~5x faster for those on CPU, slower for wide or convolutional ones).
             opt_epsilon: Adam epsilon.
@@ -131,14 +144,26 @@ class OffPolicy(BaseAgent):
             # Inside the agent a Box action is a vector in [-1, 1]^d; env_actions scales and shapes it.
             self.action_low, self.action_high = space.low.ravel(), space.high.ravel()
             stored_actions = gym.spaces.Box(-1.0, 1.0, self.action_low.shape, np.float32)
-        buffer_class = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-        buffer_kwargs = dict(alpha=priority_alpha, beta=priority_beta,
-                             beta_steps=priority_beta_steps) if prioritized else {}
+        if her_strategy not in STRATEGIES:
+            raise ValueError(f'expected her_strategy {", ".join(STRATEGIES)}, got {her_strategy!r}')
+        self.her = her
+        if her:
+            self.check_her(envs, return_steps, prioritized)
+            compute_reward = goal_reward(envs)
 
-        def replay_buffer(capacity: int) -> ReplayBuffer:
-            return buffer_class(capacity, self.n_envs, envs.single_observation_space, stored_actions,
-                                n_steps=return_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
-                                frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs)
+            def replay_buffer(capacity: int) -> ReplayBuffer:
+                return HerReplayBuffer(capacity, self.n_envs, envs.single_observation_space, stored_actions,
+                                       compute_reward, her_goals, her_strategy, self.gamma,
+                                       random_stream(self.seed, REPLAY))
+        else:
+            buffer_class = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+            buffer_kwargs = dict(alpha=priority_alpha, beta=priority_beta,
+                                 beta_steps=priority_beta_steps) if prioritized else {}
+
+            def replay_buffer(capacity: int) -> ReplayBuffer:
+                return buffer_class(capacity, self.n_envs, envs.single_observation_space, stored_actions,
+                                    n_steps=return_steps, gamma=self.gamma, seed=random_stream(self.seed, REPLAY),
+                                    frame_stack_axis=-1 if frame_stacked(envs) else None, **buffer_kwargs)
 
         per_transition = replay_buffer(self.n_envs * (return_steps + 1024)).bytes_per_transition  # pages untouched
         check_fits(f'a replay buffer of {buffer_max_size:,} transitions', per_transition * buffer_max_size,
@@ -150,6 +175,17 @@ class OffPolicy(BaseAgent):
         self.graph_rng = (tf.random.Generator.from_non_deterministic_state() if self.seed is None
                           else tf.random.Generator.from_seed(self.seed))
         self.episode_starts = np.ones(envs.num_envs, bool)
+
+    def check_her(self, envs: gym.vector.VectorEnv, return_steps: int, prioritized: bool) -> None:
+        """Refuse, in one line, what hindsight relabelling cannot serve: envs that are no goal envs (Atari frame
+        stacks are none), n-step returns (a window's rewards would need a goal each) and prioritised replay (a
+        relabelled transition is not the stored one its priority was measured on)."""
+        check_goal_space(envs.single_observation_space)
+        if return_steps > 1:
+            raise ValueError(f'her relabels one-step transitions: expected return_steps 1, got {return_steps}')
+        if prioritized:
+            raise ValueError('her samples uniformly: prioritised replay ranks stored transitions, not relabelled '
+                             'ones; drop prioritized or her')
 
     def training_state(self) -> dict:
         return {**super().training_state(), 'gradient_updates': int(self.gradient_updates.numpy()),

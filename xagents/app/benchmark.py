@@ -32,7 +32,8 @@ from xagents.utils.readback import damaged, read_json
 if TYPE_CHECKING:
     import pandas as pd
 
-EVAL_LINE = re.compile(r'steps (\d+)\s+eval reward (-?[\d.]+|nan|inf|-inf)')
+# An evaluation's log line: its step, reward and, for envs that report info['is_success'], success rate.
+EVAL_LINE = re.compile(r'steps (\d+)\s+eval reward (-?[\d.]+|nan|inf|-inf)[^\n]*?(?:  success ([\d.]+))?$', re.MULTILINE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Job:
     eval_frequency: int
     flags: tuple[str, ...] = ()
     max_seeds: int | None = None  # runs too long for a CPU: only the first seeds unless --all-seeds
+    metric: str = 'reward'  # what target and evaluations measure: the eval reward, or the eval success rate
     label: str = ''  # tells runs of one agent on one env with other flags apart (dqn+her, dqn)
 
     @property
@@ -122,6 +124,19 @@ SUITES = {
         Job('ppo', 'CartPoleNoVel-v1', 475, 100_000, 10_240),
         Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192, flags=('--recurrent', 'lstm'), label='lstm'),
         Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192),
+    ],
+    # Goal envs and hindsight experience replay, judged by the success rate of deterministic evaluations: SAC and TD3
+    # with RL Zoo's FetchReach settings (the presets) on a Fetch-like reach, SAC without HER beside them; DQN on the
+    # HER paper's bit flipping with 20 bits, with HER and without (the control, which random exploration never
+    # brings to a goal).
+    'goals': [
+        *(Job(agent, 'PointReach-v0', 0.9, 20_000, 1_000, flags=('--her',), metric='success', label='her')
+          for agent in ('sac', 'td3')),
+        Job('sac', 'PointReach-v0', 0.9, 20_000, 1_000, flags=('--no-her',), metric='success'),
+        Job('dqn', 'BitFlipping-v0', 0.9, 30_000, 2_500, flags=('--her', '--env-kwargs', 'n_bits=20'),
+            metric='success', label='her'),
+        Job('dqn', 'BitFlipping-v0', 0.9, 30_000, 2_500, flags=('--no-her', '--env-kwargs', 'n_bits=20'),
+            metric='success'),
     ],
 }
 
@@ -214,10 +229,12 @@ def run_one(job: Job, seed: int, output: str) -> dict:
     if result.returncode != 0:
         raise RuntimeError(f'{" ".join(command)} failed ({result.returncode}): '
                            f'{(result.stderr.strip().splitlines() or ["no output"])[-1]}')
-    evaluations = [(int(step), float(reward)) for step, reward in EVAL_LINE.findall(result.stdout)]
+    evaluations = [(int(step), float(reward if job.metric == 'reward' else success))
+                   for step, reward, success in EVAL_LINE.findall(result.stdout) if job.metric == 'reward' or success]
     steps = max([job.steps] + [step for step, _ in evaluations])  # a last round may pass the budget
     reached = [step for step, reward in evaluations if reward >= job.target]
-    record = {'agent': job.title, 'env': job.env, 'seed': seed, 'target': job.target, 'budget': job.steps,
+    record = {'agent': job.title, 'env': job.env, 'metric': job.metric, 'seed': seed, 'target': job.target,
+              'budget': job.steps,
               'command': ' '.join(command), 'wall_seconds': wall, 'steps': steps, 'steps_per_second': steps / wall,
               'evaluations': evaluations, 'steps_to_target': reached[0] if reached else None,
               'final_eval': evaluations[-1][1] if evaluations else None}
@@ -291,13 +308,14 @@ def summary_table(records: list[dict]):
     import pandas as pd
 
     rows = []
-    frame = pd.DataFrame(records)
+    frame = pd.DataFrame([{'metric': metric_of(record), **record} for record in records])
     for (agent, env), runs in frame.groupby(['agent', 'env'], sort=False):
         reached = runs['steps_to_target'].notna()
         steps = runs['steps_to_target'].astype(np.float64).fillna(runs['budget']).to_numpy(np.float64)
         finals = runs['final_eval'].dropna().to_numpy(np.float64)
         rows.append({
-            'agent': agent, 'env': env, 'target': runs['target'].iloc[0], 'budget': int(runs['budget'].iloc[0]),
+            'agent': agent, 'env': env, 'metric': runs['metric'].iloc[0], 'target': runs['target'].iloc[0],
+            'budget': int(runs['budget'].iloc[0]),
             'seeds': len(runs), 'reached': int(reached.sum()),
             'steps_to_target_mean': float(steps.mean()),
             'steps_to_target_ci': bootstrap_interval(steps) if reached.all() else (np.nan, np.nan),
@@ -321,7 +339,8 @@ def markdown(table) -> str:
         digits = 2 if abs(row.target) < 5 else 1  # MiniGrid's 0.96 is not 1.0
         final = '—' if np.isnan(row.final_eval_mean) else (
             f'{row.final_eval_mean:.{digits}f} ({row.final_eval_ci[0]:.{digits}f}–{row.final_eval_ci[1]:.{digits}f})')
-        lines.append(f'| {row.agent} | {row.env} | {row.target:g} within {row.budget:,} | {row.reached}/{row.seeds} '
+        target = f'{"success " if row.metric == "success" else ""}{row.target:g} within {row.budget:,}'
+        lines.append(f'| {row.agent} | {row.env} | {target} | {row.reached}/{row.seeds} '
                      f'| {steps} | {final} | {row.wall_seconds_mean:.0f} s | {row.steps_per_second_mean:,.0f} '
                      f'| {row.seeds_list} |')
     lines += ['', 'Each row runs, once per seed:', '']
@@ -333,7 +352,8 @@ def markdown(table) -> str:
 
 
 def plot_curves(records: list[dict], path: str) -> None:
-    """Evaluation reward against steps and against time, per env: each agent's mean and 95% interval."""
+    """Evaluation reward (or success rate) against steps and against time, per env: each agent's mean and 95%
+    interval."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -354,16 +374,23 @@ def plot_curves(records: list[dict], path: str) -> None:
             for axis, x in zip(axes[row], (steps, seconds)):
                 axis.plot(x, mean, marker='.', label=agent)
                 axis.fill_between(x, low, high, alpha=0.2)
-        axes[row][0].set(title=f'{env}: eval reward', xlabel='env steps')
-        axes[row][1].set(title=f'{env}: eval reward', xlabel='seconds (mean speed)')
+        metric = next(metric_of(record) for record in records if record['env'] == env)
+        axes[row][0].set(title=f'{env}: eval {metric}', xlabel='env steps')
+        axes[row][1].set(title=f'{env}: eval {metric}', xlabel='seconds (mean speed)')
         axes[row][0].legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
 
 
-def random_score(env_id: str, episodes: int = 10, seed: int = 0) -> float:
-    """Mean return of a uniformly random policy on ``env_id`` (made as agents get it): a normalised score's 0."""
+def metric_of(record: dict) -> str:
+    """What a run's evaluations measure (runs recorded before success rates were: the reward)."""
+    return record.get('metric', 'reward')
+
+
+def random_score(env_id: str, episodes: int = 10, seed: int = 0, metric: str = 'reward') -> float:
+    """Mean return (or success rate) of a uniformly random policy on ``env_id`` (made as agents get it): a
+    normalised score's 0."""
     from xagents.utils.envs import make_env
 
     env, returns = make_env(env_id), []
@@ -373,7 +400,7 @@ def random_score(env_id: str, episodes: int = 10, seed: int = 0) -> float:
         while True:
             *_, terminated, truncated, info = env.step(env.action_space.sample())
             if 'episode' in info:
-                returns.append(float(info['episode']['r']))
+                returns.append(float(info['episode']['r']) if metric == 'reward' else float(info.get('is_success', 0)))
                 break
             if terminated or truncated:  # a lost life: the game goes on
                 env.reset()
@@ -450,7 +477,8 @@ def write_summary(records: list[dict], output: str, seeds: list[int]) -> str:
     with atomic_write(os.path.join(output, 'results.md')) as file:
         file.write(text.encode())
     plot_curves(records, os.path.join(output, 'curves.png'))
-    randoms = {env: random_score(env) for env in dict.fromkeys(record['env'] for record in records)}
+    randoms = {env: random_score(env, metric=metric)
+               for env, metric in dict.fromkeys((record['env'], metric_of(record)) for record in records)}
     plot_aggregate(records, randoms, os.path.join(output, 'aggregate.png'))
     with atomic_write(os.path.join(output, 'machine.json')) as file:
         file.write(json.dumps({**machine(), 'seeds': seeds, 'random_scores': randoms}, indent=1).encode())

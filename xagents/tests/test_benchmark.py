@@ -201,8 +201,8 @@ def test_steps_to_target_has_its_interval_when_every_seed_reached_it():
     assert f'| 3/3 | 50,000 ({low:,.0f}–{high:,.0f}) |' in markdown(table)
 
 
-@pytest.mark.parametrize('job', SUITES['spaces'], ids=lambda job: job.name)
-def test_the_spaces_suite_runs_parse_and_their_envs_take_their_agents(job):
+@pytest.mark.parametrize('job', SUITES['spaces'] + SUITES['goals'], ids=lambda job: job.name)
+def test_the_spaces_and_goals_suites_runs_parse_and_their_envs_take_their_agents(job):
     from xagents.app.benchmark import command_of
     from xagents.app.cli import build_parser
     from xagents.registry import AGENTS
@@ -217,3 +217,22 @@ def test_the_spaces_suite_runs_parse_and_their_envs_take_their_agents(job):
     result = check_env(job.env, dict(args.get('env_kwargs') or ()), args.get('observation_keys'), steps=10)
     assert result.ok and job.agent.upper() in result.agents, result.report()
     assert (result.masks is not None) == job.env.startswith('Taxi')
+
+
+def test_success_rate_runs_are_tabled_by_success_and_their_labels_keep_them_apart():
+    """The goals suite judges success rates; a label (dqn+her against dqn) gives a run its own name and row."""
+    from xagents.app.benchmark import EVAL_LINE
+
+    her, alone = (job for job in SUITES['goals'] if job.env == 'BitFlipping-v0')
+    assert her.name == 'dqn+her-BitFlipping-v0' and alone.name == 'dqn-BitFlipping-v0'
+    log = ('steps 5000  eval reward -30.00 (10 deterministic episodes)  success 0.10\n'
+           'time 00:00:09  steps 5100  games 170\nsteps 10000  eval reward -12.5 (10 deterministic episodes)\n')
+    assert EVAL_LINE.findall(log) == [('5000', '-30.00', '0.10'), ('10000', '-12.5', '')]
+    records = [{**record, 'agent': title, 'env': 'BitFlipping-v0', 'metric': 'success', 'target': 0.9,
+                'final_eval': final} for title, final in (('dqn+her', 1.0), ('dqn', 0.0))
+               for record in runs([20_000 if final else None])]
+    table = summary_table(records)
+    assert list(table['agent']) == ['dqn+her', 'dqn'] and list(table['metric']) == ['success', 'success']
+    assert '| dqn+her | BitFlipping-v0 | success 0.9 within 200,000 | 1/1 |' in markdown(table)
+    assert random_score('BitFlipping-v0', metric='success') == 0.0  # 15 bits: random flips never match
+

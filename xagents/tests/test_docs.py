@@ -197,6 +197,9 @@ def test_can_i_use_says_what_the_agent_takes(agent, tmp_path):
     assert table['reward normalisation (`normalize_rewards`)'] == [takes(cls, any_env, normalize_rewards=True)]
     assert table['gSDE (`use_sde`)'] == [takes(cls, continuous, use_sde=True)]
     assert table['prioritised replay, n-step returns'] == [takes(cls, any_env, prioritized=True, return_steps=2)]
+    goal_env = 'BitFlipping-v0' if gym.spaces.Discrete in supports else 'PointReach-v0'
+    assert table['hindsight experience replay (`her`, [goal envs](../guides/goals.md))'] == [
+        takes(cls, goal_env, her=True)]
     assert table['Atari (Nature CNN)'] == [takes(cls, 'PongNoFrameskip-v4')]
     assert table['recurrent policies (`recurrent`)'] == [takes(cls, any_env, recurrent='lstm')]
     assert table['action masks (`action_masks`)'] == [cls.masks_actions and gym.spaces.Discrete in supports]

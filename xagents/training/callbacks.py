@@ -161,11 +161,13 @@ class Evaluation(Callback):
         if run.steps < self.due:
             return
         self.due += self.frequency
-        run.eval_reward = run.agent.evaluate(episodes=self.episodes).mean
-        run.log_metrics({'eval_reward': run.eval_reward})
+        result = run.agent.evaluate(episodes=self.episodes)
+        run.eval_reward = result.mean
+        success = {} if result.success_rate is None else {'eval_success': result.success_rate}
+        run.log_metrics({'eval_reward': run.eval_reward, **success})
         if not self.quiet:
-                logger.info('steps %d  eval reward %.2f (%d deterministic episodes)', run.steps, run.eval_reward,
-                        self.episodes)
+            logger.info('steps %d  eval reward %.2f (%d deterministic episodes)%s', run.steps, run.eval_reward,
+                        self.episodes, '' if result.success_rate is None else f'  success {result.success_rate:.2f}')
 
 
 class Saves(Callback):

@@ -22,20 +22,24 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class EvaluationResult:
-    """Per-episode returns (the games' own scores) and lengths (env steps) of an evaluation.
+    """Per-episode returns (the games' own scores) and lengths (env steps) of an evaluation, and whether each
+    succeeded where the env says (``info['is_success']`` at an episode's last step, as Gymnasium-Robotics' goal
+    envs report it; None for envs that do not).
 
     Unpacks as ``mean, std = result``, the pair Stable-Baselines3's ``evaluate_policy`` returns.
     """
 
     returns: np.ndarray
     lengths: np.ndarray
+    successes: np.ndarray | None = None
 
     def __iter__(self):
         return iter((self.mean, self.std))
 
     def __repr__(self) -> str:
+        success = '' if self.success_rate is None else f', success_rate={self.success_rate:.2f}'
         return (f'EvaluationResult(mean={self.mean:.2f}, std={self.std:.2f}, episodes={len(self.returns)}, '
-                f'mean_length={np.mean(self.lengths):.1f})')
+                f'mean_length={np.mean(self.lengths):.1f}{success})')
 
     @property
     def mean(self) -> float:
@@ -45,9 +49,15 @@ class EvaluationResult:
     def std(self) -> float:
         return float(np.std(self.returns))
 
+    @property
+    def success_rate(self) -> float | None:
+        """The fraction of episodes that succeeded (None: the env reports no success)."""
+        return None if self.successes is None else float(np.mean(self.successes))
+
     def __str__(self) -> str:
+        success = '' if self.success_rate is None else f', success {self.success_rate:.0%}'
         return (f'{self.mean:.2f} ± {self.std:.2f} over {len(self.returns)} episodes '
-                f'(length {np.mean(self.lengths):.1f} ± {np.std(self.lengths):.1f})')
+                f'(length {np.mean(self.lengths):.1f} ± {np.std(self.lengths):.1f}{success})')
 
 
 @validated
@@ -74,8 +84,8 @@ def evaluate(
             stands still) cannot hang an evaluation.
 
     Returns:
-        The per-episode returns and lengths, in the order the episodes ended (a cut episode counts with
-        the return it had).
+        The per-episode returns, lengths and successes (where the env reports ``info['is_success']``), in the
+        order the episodes ended (a cut episode counts with the return it had, as no success).
     """
     envs, owned, limit = _evaluation_envs(agent, env, episodes, max_episode_steps)
     if seed is None and agent.seed is not None:
@@ -84,7 +94,7 @@ def evaluate(
         n = envs.num_envs
         targets = np.array([(episodes + i) // n for i in range(n)])
         counts = np.zeros(n, np.int64)
-        returns, lengths = [], []
+        returns, lengths, successes = [], [], []
         scores = EpisodeScores(envs)
         read_masks = agent.mask_reader(envs)  # the action masks the env gives, when the agent acts within them
         memory = agent.new_memory(n)  # a recurrent policy's state per env
@@ -111,11 +121,13 @@ def evaluate(
                     masks[cut] = read_masks(reset_info)[cut]
                 if memory:
                     memory.starts[cut] = True
-            for index, score, length in zip(ended, ended_returns, ended_lengths):
+            succeeded = final_successes(info, ended)
+            for index, score, length, success in zip(ended, ended_returns, ended_lengths, succeeded):
                 if counts[index] < targets[index]:
                     counts[index] += 1
                     returns.append(score)
                     lengths.append(length)
+                    successes.append(success)
     finally:
         if owned:
             close_envs(envs)
@@ -123,7 +135,18 @@ def evaluate(
         logger.warning('Evaluation cut %d of %d episodes at %s steps: the env sets no limit of its own (pass '
                        'max_episode_steps to change it)', int(np.sum(np.asarray(lengths) >= limit)), len(lengths),
                        f'{limit:,}')
-    return EvaluationResult(np.asarray(returns, np.float64), np.asarray(lengths, np.int64))
+    reported = any(success is not None for success in successes)
+    return EvaluationResult(np.asarray(returns, np.float64), np.asarray(lengths, np.int64),
+                            np.asarray([bool(success) for success in successes]) if reported else None)
+
+
+def final_successes(info: dict, ended: np.ndarray) -> list[bool | None]:
+    """``info['is_success']`` of the last steps of the episodes of envs ``ended`` (False for one the env gave none
+    at its end, a cut episode), or None for each when the step reports no success at all."""
+    final = info.get('final_info') or {}
+    if 'is_success' not in final:
+        return [None] * len(ended)
+    return list(np.asarray(final['is_success'], bool)[ended] & np.asarray(final['_is_success'], bool)[ended])
 
 
 def _evaluation_envs(agent: BaseAgent, env, episodes: int, max_episode_steps: int | None

@@ -25,7 +25,7 @@ from typing import Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-import xagents.utils.no_velocity  # noqa: F401 (registers CartPoleNoVel-v1 and the other NoVel ids)
+from xagents.utils import goal_envs, no_velocity  # noqa: F401  (register BitFlipping-v0, PointReach-v0, CartPoleNoVel-v1...)
 from xagents.utils.masks import with_mask_info
 from xagents.utils.memory import check_fits
 from xagents.utils.validation import validated

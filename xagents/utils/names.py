@@ -13,6 +13,7 @@ SB3_NAMES: dict[str, str] = {
     'total_timesteps': 'max_steps', 'n_timesteps': 'max_steps', 'n': 'max_steps', 'env_id': 'env',
     'num_envs': 'n_envs', 'log_interval': 'log_frequency', 'callback': 'callbacks', 'tensorboard_log': 'tensorboard',
     'eval_freq': 'eval_frequency', 'n_eval_episodes': 'eval_episodes',
+    'n_sampled_goal': 'her_goals', 'goal_selection_strategy': 'her_strategy',
 }
 # Names whose xagents counterpart is not the same idea renamed: (in Python, on the command line).
 HOW = {
@@ -23,6 +24,10 @@ HOW = {
     'policy': ("no policy argument: PPO(env) or PPO.from_env('CartPole-v1')", None),
     'exploration_fraction': ('epsilon_decay_steps (env steps: exploration_fraction x total steps)',
                              '--epsilon-decay-steps (env steps: exploration_fraction x total steps)'),
+    'replay_buffer_class': ('her=True for HerReplayBuffer', '--her for HerReplayBuffer'),
+    'replay_buffer_kwargs': ('her_goals and her_strategy (HerReplayBuffer\'s n_sampled_goal and goal_selection_strategy)',
+                             '--her-goals and --her-strategy (HerReplayBuffer\'s n_sampled_goal and '
+                             'goal_selection_strategy)'),
 }
 # On-policy agents count minibatches per rollout where Stable-Baselines3 gives a minibatch's size.
 MINIBATCH_SIZE = ('mini_batches (a count: mini_batches = n_steps x n_envs / batch_size)',

@@ -1,0 +1,175 @@
+"""Hindsight experience replay (Andrychowicz et al. 2017, https://arxiv.org/abs/1707.01495): a replay buffer that
+replaces the desired goal of part of every sampled batch by a goal achieved later in the same episode.
+
+Goal envs observe a Dict of ``observation``, ``achieved_goal`` and ``desired_goal`` and compute their reward from
+goals alone, vectorised: ``compute_reward(achieved_goal, desired_goal, info)`` (Gymnasium-Robotics' interface,
+:mod:`xagents.utils.goal_envs`). Nothing here imports TensorFlow.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from xagents.utils.buffers import ReplayBatch, ReplayBuffer
+from xagents.utils.envs import env_name, env_settings, make_env
+from xagents.utils.observations import DictObservations
+from xagents.utils.spaces import one_line
+
+STRATEGIES = ('future', 'final', 'episode')
+GOAL_KEYS = ('observation', 'achieved_goal', 'desired_goal')
+RewardFunction = Callable[[np.ndarray, np.ndarray, list], np.ndarray]
+
+
+def check_goal_space(space: gym.Space) -> DictObservations:
+    """The packing of a goal env's observations, or a one-line ValueError saying why ``space`` is none.
+
+    A goal space is a Dict with ``observation``, ``achieved_goal`` and ``desired_goal`` keys, the two goals
+    vectors (Box or MultiBinary) of one shape: relabelling copies achieved goals into desired ones.
+    """
+    keys = DictObservations.of(space)
+    if keys is None or not set(GOAL_KEYS) <= set(keys.names):
+        raise ValueError(f'her expects goal-env observations, a Dict with keys {", ".join(GOAL_KEYS)} (as '
+                         f'Gymnasium-Robotics envs, BitFlipping-v0 and PointReach-v0 give), got {one_line(space)}')
+    achieved, desired = (keys.keys[keys.names.index(name)] for name in ('achieved_goal', 'desired_goal'))
+    if achieved.kind != 'vector' or desired.kind != 'vector' or achieved.space.shape != desired.space.shape:
+        raise ValueError(f'her expects achieved_goal and desired_goal to be vectors (Box or MultiBinary) of one shape, '
+                         f'got {one_line(achieved.space)} and {one_line(desired.space)}')
+    return keys
+
+
+def goal_reward(envs: gym.vector.VectorEnv) -> RewardFunction:
+    """The envs' ``compute_reward``, callable in this process without stepping anything: that of the first env of
+    a sync vector env, else of one local env made like them (an async vector env keeps its envs in subprocesses),
+    kept unstepped for the buffer's life.
+
+    Raises:
+        ValueError: the envs are async and were not made from an id, or their env has no ``compute_reward``.
+    """
+    if isinstance(envs, gym.vector.SyncVectorEnv):
+        env = envs.envs[0]
+    elif env_settings(envs) is not None:
+        env = make_env(**env_settings(envs))
+    else:
+        raise ValueError('her calls the env\'s compute_reward in the learner\'s process, and these async envs were not '
+                         'made from an id: pass sync envs, or an env id')
+    compute = getattr(env.unwrapped, 'compute_reward', None)
+    if not callable(compute):
+        raise ValueError(f'her expects a goal env with a vectorised compute_reward(achieved_goal, desired_goal, info) '
+                         f'method, and {env_name(envs)} has none')
+    return compute
+
+
+class HerReplayBuffer(ReplayBuffer):
+    """Uniform replay whose batches are relabelled with hindsight goals (Stable-Baselines3's ``HerReplayBuffer``).
+
+    Storage is :class:`ReplayBuffer`'s (one time column per env, final observations in their own slot), on a goal
+    env's Dict space, one-step returns. Each slot also records which episode of its env column it belongs to, and
+    each episode the stream positions of its first and last transitions, the last moving with every ``add``: an
+    episode still in progress ends, for relabelling, at its newest transition, and a time-limit truncation's last
+    transition (its true final observation kept) is relabelled as any other.
+
+    ``sample`` draws as :class:`ReplayBuffer` does, then gives the first ``int(goals / (goals + 1) * batch_size)``
+    transitions of every minibatch a new desired goal, in the observation and the next observation: the achieved
+    goal of the next observation of the transition at step ``t'`` of the same episode, with ``t'`` drawn
+    uniformly from ``t`` (the sampled transition's own step, included as Stable-Baselines3 does) to the episode's
+    last step for ``future``, the last step for ``final``, any step still stored for ``episode``. Relabelling
+    works on raw values: the agent normalises the batch afterwards, relabelled goals as stored ones.
+
+    The reward of a relabelled transition is ``compute_reward(next achieved_goal, new desired_goal, infos)``,
+    one call for the whole batch (``infos``: one empty dict per transition, as Stable-Baselines3 passes them
+    without ``copy_info_dict``). Its discount is the stored transition's, as Stable-Baselines3 keeps the env's
+    ``dones`` for relabelled transitions: ``gamma``, or 0 where the env terminated the episode (a time limit
+    still bootstraps), whatever the new goal.
+    """
+
+    def __init__(self, capacity: int, n_envs: int, observation_space: gym.spaces.Dict, action_space: gym.Space,
+                 compute_reward: RewardFunction, goals: int = 4, strategy: str = 'future', gamma: float = 0.99,
+                 seed: int | np.random.Generator | None = None) -> None:
+        """Allocate the storage.
+
+        Args:
+            capacity: See ``ReplayBuffer``.
+            n_envs: See ``ReplayBuffer``.
+            observation_space: A goal env's Dict space (see :func:`check_goal_space`).
+            action_space: See ``ReplayBuffer``.
+            compute_reward: The env's vectorised ``compute_reward(achieved_goal, desired_goal, infos)``.
+            goals: Relabelled transitions per real one (Stable-Baselines3's ``n_sampled_goal``).
+            strategy: Where new goals come from: ``future``, ``final`` or ``episode``.
+            gamma: See ``ReplayBuffer``.
+            seed: See ``ReplayBuffer``.
+        """
+        keys = check_goal_space(observation_space)
+        if not isinstance(goals, (int, np.integer)) or goals < 1:
+            raise ValueError(f'expected her_goals >= 1, got {goals!r}')
+        if strategy not in STRATEGIES:
+            raise ValueError(f'expected her_strategy {", ".join(STRATEGIES)}, got {strategy!r}')
+        super().__init__(capacity, n_envs, observation_space, action_space, 1, gamma, seed)
+        self.compute_reward, self.goals, self.strategy = compute_reward, int(goals), strategy
+        achieved, desired = (keys.keys[keys.names.index(name)] for name in ('achieved_goal', 'desired_goal'))
+        self._achieved = slice(achieved.offset, achieved.offset + achieved.size)
+        self._desired = slice(desired.offset, desired.offset + desired.size)
+        shape = (self._rows, n_envs)
+        self._episodes = np.zeros(shape, np.int64)  # the episode (of its env column) each transition belongs to
+        # Indexed by episode % rows (fewer episodes than rows have a transition stored in a column): stream
+        # positions of each episode's first and last (so far) transitions.
+        self._episode_first = np.zeros(shape, np.int64)
+        self._episode_last = np.zeros(shape, np.int64)
+        self._episode_count = np.full(n_envs, -1, np.int64)  # each env's current episode
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the storage and episode arrays."""
+        return super().nbytes + self._episodes.nbytes + self._episode_first.nbytes + self._episode_last.nbytes
+
+    def add(self, observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+            next_observations: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+            columns: slice | None = None, action_masks: np.ndarray | None = None,
+            next_action_masks: np.ndarray | None = None) -> None:
+        """Store one vector step (see ``ReplayBuffer.add``) and extend each env's current episode with it."""
+        envs = self._envs if columns is None else self._envs[columns]
+        positions, new = self._positions[envs].copy(), self._episode_ended[envs].copy()
+        super().add(observations, actions, rewards, next_observations, terminated, truncated, columns,
+                    action_masks, next_action_masks)
+        self._episode_count[envs] += new
+        episodes = self._episode_count[envs]
+        slots = episodes % self._rows
+        self._episodes[positions % self._rows, envs] = episodes
+        self._episode_first[slots, envs] = np.where(new, positions, self._episode_first[slots, envs])
+        self._episode_last[slots, envs] = positions
+
+    def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
+        """Sample as ``ReplayBuffer.sample`` does, the first ``goals / (goals + 1)`` of each minibatch relabelled."""
+        batch = super().sample(batch_size, batches)
+        relabelled = int(self.goals / (self.goals + 1) * batch_size)
+        return self.relabel(batch, np.flatnonzero(np.arange(batch_size * batches) % batch_size < relabelled))
+
+    def relabel(self, batch: ReplayBatch, chosen: np.ndarray) -> ReplayBatch:
+        """``batch`` with the transitions at ``chosen`` given hindsight goals and their rewards (in place)."""
+        rows, envs = batch.indices[chosen] // self.n_envs, batch.indices[chosen] % self.n_envs
+        steps = self.goal_steps(rows, envs)
+        goals = self._store.parts['achieved_goal'].data[(steps + 1) % self._rows, envs]  # of each next observation
+        flat = goals.reshape(len(chosen), -1)
+        batch.observations[chosen, self._desired] = flat
+        batch.next_observations[chosen, self._desired] = flat
+        achieved = batch.next_observations[chosen, self._achieved].reshape(goals.shape).astype(goals.dtype)
+        rewards = np.asarray(self.compute_reward(achieved, goals, [{}] * len(chosen)))
+        if rewards.shape != (len(chosen),):
+            raise ValueError(f'her expects compute_reward to be vectorised: {len(chosen)} goal pairs in, '
+                             f'{len(chosen)} rewards out, got an array shaped {rewards.shape}')
+        batch.rewards[chosen] = rewards
+        return batch
+
+    def goal_steps(self, rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        """Stream positions of the transitions whose next achieved goals become the new goals of the transitions
+        at ``rows``, ``envs``, by ``strategy``."""
+        slots = self._episodes[rows, envs] % self._rows
+        last = self._episode_last[slots, envs]
+        if self.strategy == 'final':
+            return last
+        if self.strategy == 'future':
+            return self.rng.integers(self._stamps[rows, envs], last + 1)
+        # The oldest transitions of an episode may have been overwritten: any step still stored.
+        oldest = np.maximum(self._episode_first[slots, envs], self._positions[envs] - self._rows + 1)
+        return self.rng.integers(oldest, last + 1)
