@@ -122,7 +122,8 @@ SUITES = {
     'memory': [
         Job('ppo', 'CartPoleNoVel-v1', 475, 100_000, 10_240, flags=('--recurrent', 'lstm'), label='lstm'),
         Job('ppo', 'CartPoleNoVel-v1', 475, 100_000, 10_240),
-        Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192, flags=('--recurrent', 'lstm'), label='lstm'),
+        Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192, flags=('--recurrent', 'lstm', '--sequence-length', '32'),
+            label='lstm'),
         Job('ppo', 'PendulumNoVel-v1', -250, 100_000, 8_192),
     ],
     # Goal envs and hindsight experience replay, judged by the success rate of deterministic evaluations: SAC and TD3
