@@ -6,17 +6,36 @@ Runs in its own virtual environment (SB3 is a comparison, not a dependency of xa
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole --seed 0
     sb3/bin/python benchmarks/sb3_baseline.py maskable-taxi --seed 0
     sb3/bin/python benchmarks/sb3_baseline.py multi-input-doorkey --seed 0  # also: pip install minigrid
+    sb3/bin/python benchmarks/sb3_baseline.py recurrent-cartpole-novel --seed 0  # RecurrentPPO, CartPoleNoVel-v1
+    sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole-novel --seed 0  # the same without the LSTM (a control)
+    sb3/bin/python benchmarks/sb3_baseline.py recurrent-pendulum-novel --seed 0  # RecurrentPPO, PendulumNoVel-v1
     sb3/bin/python benchmarks/sb3_baseline.py evaluate --algo ppo --env Hopper-v5 --steps 300000 --seed 0
+
+FetchReach (``her-fetchreach``: SAC + HER) needs gymnasium-robotics beside MuJoCo < 3.12: gymnasium-robotics
+1.4.2's ``set_joint_qpos`` compares ``model.jnt_type`` (a NumPy int) with ``mujoco.mjtJoint`` members, which
+MuJoCo 3.12 and later (4.0.0, what ``gymnasium[mujoco]`` 1.4 installs, too) no longer count equal, so
+``gym.make('FetchReach-v4')`` fails with an AssertionError (3.12, 3.14, 3.16, 3.17 and 4.0 tried); 3.3.7, 3.8.1,
+3.9, 3.10 and 3.11.0 work. So a venv of its own, seeing the packages of the environment xagents is installed
+in (here /work/main/.venv) through a .pth::
+
+    python3.11 -m venv --system-site-packages venv-mj3
+    echo "import site; site.addsitedir('$PWD/.venv/lib/python3.11/site-packages')" > venv-mj3/lib/python3.11/site-packages/main_venv.pth
+    venv-mj3/bin/pip install torch==2.13.0  # the CPU build (a bare torch brings the CUDA one)
+    venv-mj3/bin/pip install 'mujoco<3.12' gymnasium-robotics stable-baselines3
+    venv-mj3/bin/python benchmarks/sb3_baseline.py her-fetchreach --seed 0
 
 Prints one JSON line: the env steps taken and, for a target, the steps at which it was reached;
 for a throughput case, env steps per second after the warm-up (the random-action steps and the
-first update); for evaluate, a line per evaluation (10 deterministic episodes) and then all of them.
+first update); for evaluate and the cases that evaluate, a line per evaluation (deterministic episodes,
+with the success rate where the env reports one) and then all of them, with the seconds spent training
+(evaluations included) and in the evaluations.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import time
+from typing import ClassVar
 
 import ale_py
 import gymnasium as gym
@@ -113,37 +132,57 @@ ZOO_PPO_MUJOCO = {  # RL Zoo's ppo.yml (v4 entries), all with normalize: true an
 class Evaluations(BaseCallback):
     """Every ``frequency`` env steps, the mean return of ``episodes`` deterministic episodes on a fresh env from
     ``make`` (observations normalised with the training statistics, as RL Zoo evaluates; within the env's masks
-    if it has ``action_masks``); with a ``target``, training stops once the mean reaches it."""
+    if it has ``action_masks``; a recurrent policy's state and ``episode_start`` carried from step to step, as
+    `predict` wants them); with a ``target``, training stops once the mean reaches it. Where the env reports
+    ``info['is_success']``, each evaluation also holds the success rate (that key at each episode's end). With
+    ``at_end``, a last evaluation when training ends (unless the latest is at that step or reached the target)."""
 
-    def __init__(self, make, frequency: int, seed: int, episodes: int = 10, target: float | None = None) -> None:
+    def __init__(self, make, frequency: int, seed: int, episodes: int = 10, target: float | None = None,
+                 at_end: bool = False) -> None:
         super().__init__()
         self.make, self.frequency, self.seed, self.episodes, self.target = make, frequency, seed, episodes, target
-        self.evaluations, self.reached = [], None
+        self.at_end, self.evaluations, self.reached, self.seconds = at_end, [], None, 0.0
 
     def _on_step(self) -> bool:
         if self.num_timesteps % self.frequency:
             return True
-        env, returns = self.make(), []
-        normalize = self.model.get_vec_normalize_env()
-        for episode in range(self.episodes):
-            observation, _ = env.reset(seed=10_000 + self.seed * 100 + episode)
-            done, total = False, 0.0
-            while not done:
-                if normalize is not None:
-                    observation = normalize.normalize_obs(observation)
-                masks = {'action_masks': env.action_masks()} if hasattr(env, 'action_masks') else {}
-                action, _ = self.model.predict(observation, deterministic=True, **masks)
-                if isinstance(env.action_space, gym.spaces.Discrete):
-                    action = int(action)  # (Taxi indexes its tables with it)
-                observation, reward, terminated, truncated, _ = env.step(action)
-                total, done = total + reward, terminated or truncated
-            returns.append(total)
-        self.evaluations.append((self.num_timesteps, float(np.mean(returns))))
-        print(json.dumps({'step': self.num_timesteps, 'eval': self.evaluations[-1][1]}), flush=True)
+        self.evaluate()
         if self.target is not None and self.evaluations[-1][1] >= self.target:
             self.reached = self.num_timesteps
             return False
         return True
+
+    def _on_training_end(self) -> None:
+        latest = self.evaluations[-1][0] if self.evaluations else None
+        if self.at_end and self.reached is None and latest != self.num_timesteps:
+            self.evaluate()
+
+    def evaluate(self) -> None:
+        start = time.perf_counter()
+        env, returns, successes = self.make(), [], []
+        normalize = self.model.get_vec_normalize_env()
+        for episode in range(self.episodes):
+            observation, _ = env.reset(seed=10_000 + self.seed * 100 + episode)
+            done, total, state, starting = False, 0.0, None, True
+            while not done:
+                if normalize is not None:
+                    observation = normalize.normalize_obs(observation)
+                masks = {'action_masks': env.action_masks()} if hasattr(env, 'action_masks') else {}
+                action, state = self.model.predict(observation, state=state, episode_start=np.array([starting]),
+                                                   deterministic=True, **masks)
+                if isinstance(env.action_space, gym.spaces.Discrete):
+                    action = int(action)  # (Taxi indexes its tables with it)
+                observation, reward, terminated, truncated, info = env.step(action)
+                total, done, starting = total + reward, terminated or truncated, False
+            returns.append(total)
+            if 'is_success' in info:
+                successes.append(float(info['is_success']))
+        env.close()
+        self.evaluations.append((self.num_timesteps, float(np.mean(returns)),
+                                 *([float(np.mean(successes))] if successes else [])))
+        self.seconds += time.perf_counter() - start
+        print(json.dumps({'step': self.num_timesteps, 'eval': self.evaluations[-1][1],
+                          **({'success': self.evaluations[-1][2]} if successes else {})}), flush=True)
 
 
 def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int = 10_000):
@@ -177,7 +216,8 @@ def learn_and_evaluate(model, evaluations: Evaluations, steps: int) -> dict:
     start = time.perf_counter()
     model.learn(steps, callback=evaluations)
     return {'steps': model.num_timesteps, 'reached': evaluations.reached,
-            'train_seconds': time.perf_counter() - start, 'evaluations': evaluations.evaluations}
+            'train_seconds': time.perf_counter() - start, 'eval_seconds': evaluations.seconds,
+            'evaluations': evaluations.evaluations}
 
 
 def maskable_taxi(seed: int) -> dict:
@@ -222,8 +262,94 @@ def multi_input_doorkey(seed: int) -> dict:
     return learn_and_evaluate(model, Evaluations(make, 10_240, seed, episodes=20, target=0.9), 150_000)
 
 
+class MaskVelocity(gym.ObservationWrapper):
+    """RL Zoo's ``MaskVelocityWrapper``: the velocity entries of the observation read 0, so that only a memory of
+    past observations can tell them (its ``CartPoleNoVel-v1`` and ``PendulumNoVel-v1``)."""
+
+    VELOCITIES: ClassVar[dict[str, list[int]]] = {'CartPole-v1': [1, 3], 'Pendulum-v1': [2]}
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.velocities = self.VELOCITIES[env.unwrapped.spec.id]
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        observation = observation.copy()
+        observation[self.velocities] = 0
+        return observation
+
+
+ZOO_LSTM_POLICY = {'ortho_init': False, 'activation_fn': torch.nn.ReLU, 'lstm_hidden_size': 64,  # ppo_lstm.yml's
+                   'enable_critic_lstm': True, 'net_arch': {'pi': [64], 'vf': [64]}}  # for both NoVel envs
+
+
+def cartpole_novel(seed: int, recurrent: bool) -> dict:
+    """RL Zoo's ppo_lstm.yml CartPoleNoVel-v1 (VecNormalize with gamma 0.98; 8 envs x 32 steps, batch 256, GAE 0.8,
+    20 epochs, no entropy bonus, lr and clip linear from 1e-3 and 0.2 to 0; LSTM 64 for the actor and another for
+    the critic, then 64 ReLU units each) for 100,000 steps; with ``recurrent`` False, SB3's PPO with the same
+    settings and no LSTM (a control: without memory, the velocities cannot be known). Every 10,240 steps 20
+    deterministic episodes on a fresh env, stopping at a mean of 475."""
+    def make():
+        return MaskVelocity(gym.make('CartPole-v1'))
+
+    env = VecNormalize(make_vec_env(make, n_envs=8, seed=seed), gamma=0.98)
+    settings = {'n_steps': 32, 'batch_size': 256, 'gae_lambda': 0.8, 'gamma': 0.98, 'n_epochs': 20, 'ent_coef': 0.0,
+                'learning_rate': linear(1e-3), 'clip_range': linear(0.2), 'seed': seed}
+    if recurrent:
+        from sb3_contrib import RecurrentPPO
+        model = RecurrentPPO('MlpLstmPolicy', env, policy_kwargs=ZOO_LSTM_POLICY, **settings)
+    else:
+        policy = {key: value for key, value in ZOO_LSTM_POLICY.items() if 'lstm' not in key}
+        model = PPO('MlpPolicy', env, policy_kwargs=policy, **settings)
+    return learn_and_evaluate(model, Evaluations(make, 10_240, seed, episodes=20, target=475, at_end=True), 100_000)
+
+
+def recurrent_pendulum_novel(seed: int) -> dict:
+    """RL Zoo's ppo_lstm.yml PendulumNoVel-v1 (VecNormalize with gamma 0.9; 4 envs x 1024 steps, minibatches of
+    128 (RecurrentPPO's default: the yml sets none), GAE 0.95, gamma 0.9, 10 epochs, lr 1e-3, clip 0.2, gSDE
+    resampled every 4 steps, the LSTM policy above) for 100,000 steps (so 102,400: whole rollouts). Every
+    10,240 steps 10 deterministic episodes on a fresh env, stopping at a mean of -250 (RL Zoo's one run
+    reports -218 +- 140 after 100k)."""
+    from sb3_contrib import RecurrentPPO
+
+    def make():
+        return MaskVelocity(gym.make('Pendulum-v1'))
+
+    env = VecNormalize(make_vec_env(make, n_envs=4, seed=seed), gamma=0.9)
+    model = RecurrentPPO('MlpLstmPolicy', env, n_steps=1024, batch_size=128, gae_lambda=0.95, gamma=0.9, n_epochs=10,
+                         ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4,
+                         policy_kwargs=ZOO_LSTM_POLICY, seed=seed)
+    return learn_and_evaluate(model, Evaluations(make, 10_240, seed, episodes=10, target=-250, at_end=True), 100_000)
+
+
+def her_fetchreach(seed: int) -> dict:
+    """SAC with HER on gymnasium-robotics' FetchReach-v4, RL Zoo's sac.yml FetchReach settings (MultiInputPolicy
+    64-64, VecNormalize with gamma 0.95, buffer 1e6, batch 256, gamma 0.95, lr 1e-3, automatic entropy, 1,000
+    random steps first, HerReplayBuffer with 4 'future' goals per real one; tau and the rest SB3's defaults) for
+    20,000 steps. Every 2,000 steps 20 deterministic episodes: the mean return and the success rate; the first
+    step with a success rate of 0.9 or more. Needs MuJoCo < 3.12 (see the module's docstring)."""
+    import gymnasium_robotics
+    from stable_baselines3 import HerReplayBuffer
+
+    gym.register_envs(gymnasium_robotics)
+
+    def make():
+        return gym.make('FetchReach-v4')
+
+    env = VecNormalize(make_vec_env(make, n_envs=1, seed=seed), gamma=0.95)
+    model = SAC('MultiInputPolicy', env, buffer_size=1_000_000, ent_coef='auto', batch_size=256, gamma=0.95,
+                learning_rate=1e-3, learning_starts=1000, replay_buffer_class=HerReplayBuffer,
+                replay_buffer_kwargs={'goal_selection_strategy': 'future', 'n_sampled_goal': 4},
+                policy_kwargs={'net_arch': [64, 64]}, seed=seed)
+    result = learn_and_evaluate(model, Evaluations(make, 2_000, seed, episodes=20), 20_000)
+    result['success_reached'] = next((step for step, _, success in result['evaluations'] if success >= 0.9), None)
+    return result
+
+
 CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong': ppo_pong,
          'maskable-taxi': maskable_taxi, 'multi-input-doorkey': multi_input_doorkey,
+         'recurrent-cartpole-novel': lambda seed: cartpole_novel(seed, recurrent=True),
+         'ppo-cartpole-novel': lambda seed: cartpole_novel(seed, recurrent=False),
+         'recurrent-pendulum-novel': recurrent_pendulum_novel, 'her-fetchreach': her_fetchreach,
          'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
          'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup)}
 
