@@ -4,7 +4,6 @@ Each env counts the actions it gets that its last ``info['action_mask']`` forbad
 benchmarks/taxi_forbidden_actions.py`` (about 90 s on 2 cores); the numbers are on the Results page.
 """
 import gymnasium as gym
-import numpy as np
 import xagents
 from xagents.utils.envs import AUTORESET_MODE, one_hot_observations
 

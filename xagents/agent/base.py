@@ -38,7 +38,7 @@ from xagents.utils.models import Forward, Output, build_model, check_model, is_i
 from xagents.utils.names import unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
-from xagents.utils.recurrence import Memory, memory_kwargs
+from xagents.utils.recurrence import Memory, given_memory, memory_kwargs
 from xagents.utils.spaces import agents_taking, one_line
 from xagents.utils.streams import ACTING, random_stream
 from xagents.utils.validation import RENAMED, validated
@@ -401,33 +401,11 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         """
         observations, single = self.observation_batch(observation)
         masks = None if action_mask is None else self.checked_masks(np.asarray(action_mask), len(observations))
-        memory = self.given_memory(state, episode_start, len(observations), single)
+        memory = given_memory(self.new_memory(len(observations)), state, episode_start, single, type(self).__name__)
         actions = self.act(observations, deterministic, **mask_kwargs(masks), **memory_kwargs(memory))
         if memory is None:
             return actions[0] if single else actions
         return (actions[0], memory.next_state[0]) if single else (actions, memory.next_state)
-
-    def given_memory(self, state, episode_start, batch: int, single: bool) -> Memory | None:
-        """``predict``'s ``state`` and ``episode_start`` as the :class:`Memory` of ``batch`` observations."""
-        memory = self.new_memory(batch)
-        if memory is None:
-            if state is not None or episode_start is not None:
-                raise ValueError(f'{type(self).__name__} has no memory: state and episode_start are for recurrent '
-                                 "policies (recurrent='lstm' or 'gru')")
-            return None
-        size = memory.state.shape[1]
-        if state is not None:
-            state = np.asarray(state, np.float32)
-            if state.shape != ((size,) if single else (batch, size)):
-                expected = f'({size},)' if single else f'({batch}, {size})'
-                raise ValueError(f'expected a state shaped {expected}, as predict returned it, got shape {state.shape}')
-            memory.state, memory.starts[:] = state.reshape(batch, size).copy(), False
-        if episode_start is not None:
-            starts = np.asarray(episode_start, bool).reshape(-1)
-            if starts.shape not in ((1,), (batch,)):
-                raise ValueError(f'expected episode_start as one boolean or {batch}, got shape {np.shape(episode_start)}')
-            memory.starts = np.broadcast_to(starts, (batch,)).copy()
-        return memory
 
     def policy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None,
                      memory: tuple[tf.Tensor, tf.Tensor] | None = None):
@@ -614,14 +592,3 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                               0 if seed is None else seed, episodes)
         return EvaluationResult(*(np.asarray(column) for column in zip(*games)))
 
-
-def flat_actions(space: gym.Space) -> gym.Space:
-    """The action space as agents store it: a Box flattened to a vector, MultiDiscrete and MultiBinary flattened
-    to ``k`` choices from 0, anything else as it is."""
-    if isinstance(space, gym.spaces.Box):
-        return gym.spaces.Box(space.low.ravel(), space.high.ravel(), dtype=space.dtype)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return gym.spaces.MultiDiscrete(space.nvec.ravel(), dtype=space.dtype)
-    if isinstance(space, gym.spaces.MultiBinary):
-        return gym.spaces.MultiBinary(int(np.prod(space.shape)))
-    return space

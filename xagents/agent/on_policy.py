@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
 
-from xagents.agent.base import BaseAgent, flat_actions
+from xagents.agent.base import BaseAgent
 from xagents.utils.buffers import Rollout, RolloutBuffer
 from xagents.utils.distributions import DiagGaussian, StateDependentNoise, distribution_for
 from xagents.utils.masks import masked_logits, masked_logits_np
@@ -15,6 +15,7 @@ from xagents.utils.models import Output
 from xagents.utils.quiet_tensorflow import tf
 from xagents.utils.recurrence import Memory, check_kind, in_sequences
 from xagents.utils.returns import gae
+from xagents.utils.spaces import flat_actions
 
 
 class OnPolicy(BaseAgent):

@@ -1,6 +1,5 @@
 """Action masks: the maths of masked distributions and targets, masks kept by buffers, and no forbidden action
 ever sent to an env that says which are allowed."""
-import os
 
 import gymnasium as gym
 import numpy as np

@@ -128,6 +128,29 @@ def in_sequences(length: int, *arrays: np.ndarray) -> list[np.ndarray]:
     return [np.swapaxes(array, 0, 1).reshape(-1, length, *array.shape[2:]) for array in arrays]
 
 
+def given_memory(memory: Memory | None, state, episode_start, single: bool, owner: str) -> Memory | None:
+    """``predict``'s ``state`` and ``episode_start`` put into ``memory``, the fresh memory of its batch (None for an
+    agent without memory, ``owner``, which then refuses them)."""
+    if memory is None:
+        if state is not None or episode_start is not None:
+            raise ValueError(f'{owner} has no memory: state and episode_start are for recurrent policies '
+                             "(recurrent='lstm' or 'gru')")
+        return None
+    batch, size = memory.state.shape
+    if state is not None:
+        state = np.asarray(state, np.float32)
+        if state.shape != ((size,) if single else (batch, size)):
+            expected = f'({size},)' if single else f'({batch}, {size})'
+            raise ValueError(f'expected a state shaped {expected}, as predict returned it, got shape {state.shape}')
+        memory.state, memory.starts[:] = state.reshape(batch, size).copy(), False
+    if episode_start is not None:
+        starts = np.asarray(episode_start, bool).reshape(-1)
+        if starts.shape not in ((1,), (batch,)):
+            raise ValueError(f'expected episode_start as one boolean or {batch}, got shape {np.shape(episode_start)}')
+        memory.starts = np.broadcast_to(starts, (batch,)).copy()
+    return memory
+
+
 def memory_kwargs(memory: Memory | None) -> dict:
     """``act``'s keyword for ``memory``: none for agents without recurrence, whose ``act`` takes no memory."""
     return {} if memory is None else {'memory': memory}

@@ -3,6 +3,7 @@ agent's ``supported_action_spaces``, so it cannot drift from them)."""
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 
 ACTION_SPACE_AGENTS = {  # action space: the agents (class names) that take it
     'Discrete': ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'SAC'),
@@ -23,3 +24,15 @@ def agents_taking(space: gym.Space) -> str:
     kind = type(space).__name__
     agents = ACTION_SPACE_AGENTS.get(kind)
     return f'{kind} actions: {", ".join(agents)}' if agents else f'no agent takes {kind} actions'
+
+
+def flat_actions(space: gym.Space) -> gym.Space:
+    """The action space as agents store it: a Box flattened to a vector, MultiDiscrete and MultiBinary flattened
+    to ``k`` choices from 0, anything else as it is."""
+    if isinstance(space, gym.spaces.Box):
+        return gym.spaces.Box(space.low.ravel(), space.high.ravel(), dtype=space.dtype)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return gym.spaces.MultiDiscrete(space.nvec.ravel(), dtype=space.dtype)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return gym.spaces.MultiBinary(int(np.prod(space.shape)))
+    return space
