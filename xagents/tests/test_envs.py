@@ -63,7 +63,7 @@ def test_mujoco_envs_leave_no_log_file_in_the_working_directory(workdir):
 
 
 @pytest.mark.parametrize('env_id, message', [
-    ('CartPol-v1', "unknown environment id 'CartPol-v1' (did you mean CartPole-v0, CartPole-v1?)"),
+    ('CartPol-v1', "unknown environment id 'CartPol-v1' (did you mean CartPole-v0, CartPole-v1, CartPoleNoVel-v1?)"),
     ('NoSuchGame-v9', "unknown environment id 'NoSuchGame-v9'"),
 ])
 def test_unknown_env_id(env_id, message):
