@@ -186,7 +186,7 @@ def test_save_load_evaluate_and_play_keep_the_memory(tmp_path):
     agent.fit(max_steps=200)
     agent.save(str(tmp_path / 'saved'))
     loaded = PPO.load(str(tmp_path / 'saved'))
-    assert loaded.recurrent == 'lstm' and loaded.sequence_length == agent.sequence_length == 8  # (4 minibatches of 2 envs)
+    assert loaded.recurrent == 'lstm' and loaded.sequence_length == agent.sequence_length == 16
     observations = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32)
     for a, b in zip(agent.predict(observations), loaded.predict(observations)):
         np.testing.assert_allclose(a, b, atol=1e-6)

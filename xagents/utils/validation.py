@@ -41,7 +41,7 @@ KINDS: dict[str, str] = {
     **dict.fromkeys(('n_envs', 'n_steps', 'return_steps', 'ppo_epochs', 'mini_batches', 'reward_buffer_size', 'log_frequency',
                      'buffer_max_size', 'buffer_initial_size', 'buffer_batch_size', 'update_every', 'gradient_steps',
                      'target_update_interval', 'epsilon_decay_steps', 'priority_beta_steps', 'her_goals', 'policy_delay',
-                     'cg_iterations', 'line_search_steps', 'critic_iterations',
+                     'sequence_length', 'cg_iterations', 'line_search_steps', 'critic_iterations',
                      'plateau_reduce_patience', 'early_stop_patience', 'lr_decay_steps', 'max_steps',
                      'eval_frequency', 'eval_episodes', 'frame_frequency', 'episodes', 'save_frequency',
                      'save_keep', 'workers', 'sde_sample_freq', 'max_episode_steps'), 'count'),
