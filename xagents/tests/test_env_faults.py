@@ -77,7 +77,7 @@ def weights_of(path: str) -> dict[str, np.ndarray]:
     return read_checkpoint(path).arrays
 
 
-@pytest.mark.parametrize('fault, message', [
+FAULTS = [
     ('nan_observation', r'faulty_envs:Faulty-v0 returned a non-finite observation\[1\] \(nan\) in env 0 at env step 1,50\d: '
                         r'the run stops before it reaches the weights'),
     ('nan_reward', r'faulty_envs:Faulty-v0 returned a non-finite reward \(nan\) in env 0 at env step 1,50\d'),
@@ -87,13 +87,19 @@ def weights_of(path: str) -> dict[str, np.ndarray]:
     ('array_reward', r'faulty_envs:Faulty-v0 failed in step at env step 1,49\d: ValueError: setting an array element '
                      r'with a sequence. \(step returns an observation of the observation space\'s shape and a number as '
                      r'reward\)'),
-])
+]
+
+
+@pytest.mark.parametrize('fault, message, flags', [(*fault, ()) for fault in FAULTS] + [
+    (*fault, ('--recurrent', 'lstm')) for fault in FAULTS if fault[0] in ('nan_observation', 'raise')])
 def test_an_env_that_misbehaves_mid_run_stops_it_in_one_line_and_the_last_good_files_stay(
-        faulty_envs, xagents_cli, fault, message):
+        faulty_envs, xagents_cli, fault, message, flags):
+    """Each fault stops the run in one line before it reaches the weights, a recurrent policy's runs too (its
+    states and bootstrap values are computed from the observations that step returns)."""
     status, out, err = xagents_cli(
         'train', 'ppo', '--env', 'faulty_envs:Faulty-v0', '--env-kwargs', f'fault={fault}', 'at=750',
         '--n-envs', '2', '--max-steps', '4000', '--reward-buffer-size', '10', '--seed', '0',
-        '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet')
+        '--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', *flags)
     lines = err.strip().splitlines()
     assert status == 1 and len(lines) == 1 and 'Traceback' not in out + err, err
     assert lines[0].startswith('xagents train ppo: error: ')
