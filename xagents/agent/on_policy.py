@@ -289,7 +289,8 @@ class OnPolicy(BaseAgent):
             () if rollout.action_masks is None else (rollout.action_masks,))
         if self.recurrent:  # (E * T / L, L, ...) sequences, each from the state stored at its first step
             *columns, starts = in_sequences(self.sequence_length, *columns, rollout.episode_starts)
-            states = in_sequences(1, rollout.states[::self.sequence_length])[0][:, 0]
+            # Each sequence's first state, in the same env-major order: (T / L, E, S) -> (E * T / L, S).
+            states = np.swapaxes(rollout.states[::self.sequence_length], 0, 1).reshape(-1, self.state_size)
             extra = {'sequences': (starts, states)}
         else:  # (T * E, ...) samples
             columns, extra = [column.reshape(-1, *column.shape[2:]) for column in columns], {}
