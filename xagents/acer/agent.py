@@ -106,7 +106,8 @@ class ACER(BaseAgent):
             self.average = tf.keras.models.clone_model(model)
         else:
             space = envs.single_observation_space
-            self.average = build_model(self.model_file('model', space, model), space, outputs, name='average')
+            self.average = build_model(self.model_file('model', space, model), space, outputs, name='average',
+                                       precision=self.precision)
         self.average.set_weights(self.model.get_weights())
         self.optimizer = self.make_optimizer('model', RMSpropTF1(lr, rho=rmsprop_alpha, epsilon=rmsprop_epsilon))
         def segment_buffer(capacity: int) -> SegmentBuffer:

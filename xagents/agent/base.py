@@ -34,7 +34,7 @@ from xagents.utils.distributions import StateDependentNoise
 from xagents.utils.envs import ENV_PARAMETERS, create_envs
 from xagents.utils.history import History
 from xagents.utils.masks import mask_kwargs, mask_size
-from xagents.utils.models import Forward, Output, build_model, check_model, is_image_space
+from xagents.utils.models import PRECISIONS, Forward, Output, build_model, check_model, is_image_space
 from xagents.utils.names import unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
@@ -77,6 +77,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         normalize_observations: bool = False,
         workers: int | None = None,
         action_masks: bool = True,
+        precision: str = 'float32',
     ) -> None:
         """Check the env against the agent and set up the shared machinery.
 
@@ -95,7 +96,13 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             action_masks: Act only on the actions the env allows, when it says which (its action_masks(), as
                 SB3-contrib's, or info['action_mask'], as Gymnasium's Taxi): in acting, exploring and learning
                 (Discrete actions; PPO, A2C, TRPO, DQN and SAC). Off: masks are ignored, for comparison.
+            precision: ``float32``, or ``bf16``: the hidden layers of .cfg models compute in bfloat16 (Keras'
+                ``mixed_bfloat16``; about 1.5-2x faster convolutions on CPUs with AVX512-BF16 or AMX, and on GPUs),
+                while weights, optimizer state, outputs and losses stay float32.
         """
+        if precision not in PRECISIONS:
+            raise ValueError(f'precision takes {" or ".join(PRECISIONS)}, got {precision!r}')
+        self.precision = precision
         self.setup_observations(envs.single_observation_space, normalize_observations)
         if not isinstance(envs.single_action_space, self.supported_action_spaces):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
@@ -240,7 +247,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             self.check_keras_model(model, role)
             check_model(model, observation_space, outputs, features, f"{type(self).__name__}'s {role}")
         else:
-            model = build_model(model, observation_space, outputs, name=role, features=features, recurrent=recurrent)
+            model = build_model(model, observation_space, outputs, name=role, features=features, recurrent=recurrent,
+                                precision=self.precision)
         self.models[role] = model
         return model
 

@@ -226,7 +226,7 @@ class OffPolicy(BaseAgent):
             self.check_keras_model(model, role)
             check_model(model, space, outputs, False, f"{type(self).__name__}'s {role}")
         else:
-            model = build_model(model, space, outputs, name=role)
+            model = build_model(model, space, outputs, name=role, precision=self.precision)
         self.models[role] = model
         return model
 

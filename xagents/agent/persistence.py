@@ -16,7 +16,7 @@ import numpy as np
 from xagents.utils.atomic import atomic_write, check_writable
 from xagents.utils.buffer_state import buffer_state, restore_buffer_state
 from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
-from xagents.utils.envs import ENV_PARAMETERS, as_vector_env, create_envs, env_settings
+from xagents.utils.envs import ENV_PARAMETERS, as_vector_env, create_envs, env_settings, vector_settings
 from xagents.utils.history import check_identity
 from xagents.utils.readback import damaged, read_arrays
 from xagents.utils.saved import FIX, MANIFEST, check_settings, json_values, read_manifest, saved_file, write_manifest
@@ -116,12 +116,10 @@ def save(agent: BaseAgent, path: str, include_buffer: bool = False) -> str:
         files['buffer'] = f'buffer-{tag}.npz'
         save_buffer(agent, os.path.join(path, files['buffer']))
     hyperparameters, unsaved = json_values(agent.hyperparameters)
-    settings = env_settings(agent.envs)
     write_manifest(path, {
         'agent': type(agent).__name__, 'identity': agent.identity(), 'steps': agent.steps, 'files': files,
         'hyperparameters': hyperparameters, 'unsaved': unsaved,
-        'env': settings and {**settings, 'n_envs': agent.envs.num_envs,
-                             'async_envs': isinstance(agent.envs, gym.vector.AsyncVectorEnv)},
+        'env': vector_settings(agent.envs),
         'training_state': agent.training_state(),
     })
     return path

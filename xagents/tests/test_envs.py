@@ -94,12 +94,13 @@ def play_randomly(envs, steps: int, actions=None, seed: int = 0):
     return np.concatenate(rewards), ends, games
 
 
-def test_a_lost_life_ends_the_learners_episode_but_not_the_game():
-    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0)
+@pytest.mark.parametrize('ale_vector', [False, True], ids=['python-wrappers', 'ale-vector'])
+def test_a_lost_life_ends_the_learners_episode_but_not_the_game(ale_vector):
+    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0, ale_vector=ale_vector)
     _, ends, games = play_randomly(envs, 1500)
     assert len(games) >= 4 and ends >= 5 * len(games)  # 5 lives a game
     assert ends <= 5 * (len(games) + 2)  # and nothing else ends one
-    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0, terminal_on_life_loss=False)
+    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0, terminal_on_life_loss=False, ale_vector=ale_vector)
     _, ends, games = play_randomly(envs, 1500)
     assert len(games) >= 4 and ends == len(games)
 
@@ -107,8 +108,14 @@ def test_a_lost_life_ends_the_learners_episode_but_not_the_game():
 def test_fire_reset_launches_the_ball_only_where_the_game_needs_it():
     # Breakout waits for FIRE after every (re)start: doing nothing loses no life unless the wrapper fires.
     noop = np.zeros(1, np.int64)
-    _, ends, _ = play_randomly(create_envs('BreakoutNoFrameskip-v4', seed=0), 400, noop)
+    _, ends, _ = play_randomly(create_envs('BreakoutNoFrameskip-v4', seed=0, ale_vector=False), 400, noop)
     assert ends >= 3
+    _, ends, _ = play_randomly(create_envs('BreakoutNoFrameskip-v4', seed=0, fire_reset=False, ale_vector=False), 400,
+                               noop)
+    assert ends == 0
+    # ale-py's vector env fires at the start of a game only: after the first lost life the agent must press FIRE.
+    _, ends, _ = play_randomly(create_envs('BreakoutNoFrameskip-v4', seed=0), 400, noop)
+    assert ends == 1
     _, ends, _ = play_randomly(create_envs('BreakoutNoFrameskip-v4', seed=0, fire_reset=False), 400, noop)
     assert ends == 0
     assert not needs_fire(gym.make('FreewayNoFrameskip-v4'))  # NOOP, UP, DOWN: no FIRE wrapper

@@ -275,7 +275,7 @@ class WorkerPool:
 def worker_arguments(agent: BaseAgent) -> tuple[dict, dict]:
     """What a worker of ``agent`` is built from: its envs' settings and the agent's hyperparameters, less the
     learner's own and with :meth:`~xagents.agent.base.BaseAgent.worker_settings`."""
-    from xagents.utils.envs import env_settings
+    from xagents.utils.envs import env_settings, vector_settings
     from xagents.utils.saved import json_values
 
     settings = env_settings(agent.envs)
@@ -285,8 +285,7 @@ def worker_arguments(agent: BaseAgent) -> tuple[dict, dict]:
     if unsaved:
         raise ValueError(f'workers build their agents from settings that can be sent: give {unsaved[0]} as a '
                          'file (a .cfg), not an object')
-    env = {**settings, 'n_envs': agent.envs.num_envs, 'async_envs': type(agent.envs).__name__ == 'AsyncVectorEnv'}
-    return env, {**hyperparameters, **agent.worker_settings()}
+    return vector_settings(agent.envs), {**hyperparameters, **agent.worker_settings()}
 
 
 def join(parts: list) -> Any:

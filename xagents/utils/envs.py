@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from xagents.utils import goal_envs, no_velocity  # noqa: F401  (register BitFlipping-v0, PointReach-v0, CartPoleNoVel-v1...)
+from xagents.utils.ale_vector import AleVectorEnv
 from xagents.utils.masks import with_mask_info
 from xagents.utils.memory import check_fits
 from xagents.utils.validation import validated
@@ -232,6 +233,7 @@ def make_env(
     terminal_on_life_loss: bool | None = None,
     fire_reset: bool | None = None,
     frame_stack: int = 4,
+    noop_max: int = 30,
     render_mode: str | None = None,
     raw_wrapper: Callable[[gym.Env], gym.Env] | None = None,
     env_kwargs: dict | None = None,
@@ -240,7 +242,7 @@ def make_env(
     """Make one environment, with Atari preprocessing when asked (by default for ALE ids).
 
     Atari preprocessing as DeepMind trained (Baselines' ``wrap_deepmind``, SB3's ``AtariWrapper``):
-    up to 30 no-op actions on reset, skip 4 frames (max-pooling the last two when
+    up to ``noop_max`` (30) no-op actions on reset, skip 4 frames (max-pooling the last two when
     ``max_frame``), 84x84 grayscale, a terminal state per lost life, FIRE after a reset, rewards
     clipped to their sign, ``frame_stack`` frames stacked channels-last, uint8. The last three
     (before stacking) default to on with preprocessing and can each be turned off.
@@ -280,7 +282,7 @@ def make_env(
             f'--preprocess expects an Atari environment, got {env_id} with observations of '
             f'shape {env.observation_space.shape}'
         )
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4 if max_frame else 1, screen_size=84)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=noop_max, frame_skip=4 if max_frame else 1, screen_size=84)
     if terminal_on_life_loss is not False:
         env = EpisodicLife(env)
     if fire_reset is not False and needs_fire(env):
@@ -300,7 +302,9 @@ def create_envs(
     clip_rewards: bool | None = None,
     terminal_on_life_loss: bool | None = None,
     fire_reset: bool | None = None,
+    noop_max: int = 30,
     async_envs: bool = False,
+    ale_vector: bool | None = None,
     env_kwargs: dict | None = None,
     observation_keys: Sequence[str] | None = None,
 ) -> gym.vector.VectorEnv:
@@ -317,7 +321,11 @@ def create_envs(
         terminal_on_life_loss: With preprocessing, a lost life ends the learner's episode (default: on);
             reported episodes stay whole games.
         fire_reset: With preprocessing, press FIRE after each reset in games that need it (default: on).
-        async_envs: Step the envs in subprocesses (worth it for heavy envs such as Atari).
+        noop_max: With preprocessing, play up to this many no-op actions (a random count) after each reset.
+        async_envs: Step the envs in subprocesses (worth it for heavy envs other than Atari).
+        ale_vector: Step preprocessed Atari games in ale-py's C++ vector env, about twice as fast (default: on for
+            ALE ids unless async_envs; off: Gymnasium's vector env with Python wrappers). See
+            :mod:`xagents.utils.ale_vector` for the ways it differs.
         env_kwargs: Keyword arguments of ``gym.make`` (e.g. ``continuous=True``), given as key=value.
         observation_keys: Keep only these keys of a Dict observation (e.g. MiniGrid's image and direction,
             without its mission text).
@@ -325,7 +333,7 @@ def create_envs(
     env_spec(env_id)
     settings = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame,
                 'clip_rewards': clip_rewards, 'terminal_on_life_loss': terminal_on_life_loss,
-                'fire_reset': fire_reset, 'env_kwargs': dict(env_kwargs) if env_kwargs else None,
+                'fire_reset': fire_reset, 'noop_max': noop_max, 'env_kwargs': dict(env_kwargs) if env_kwargs else None,
                 **({'observation_keys': list(observation_keys)} if observation_keys else {})}
     make = functools.partial(make_env, **settings)
     if n_envs > 64:  # what one env allocates (its modules already loaded), times n_envs, before making them all
@@ -335,7 +343,12 @@ def create_envs(
         one = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         check_fits(f'{n_envs:,} {env_id} envs', n_envs * one, 'use fewer envs (--n-envs, --eval-episodes)')
-    if async_envs:
+    if ale_vector and async_envs:
+        raise ValueError('ale_vector steps the games in its own threads: leave async_envs off with it')
+    ale = None if ale_vector is False or async_envs else ale_vector_settings(settings, ale_vector)
+    if ale is not None:
+        envs = AleVectorEnv(env_spec(env_id), n_envs, **ale)
+    elif async_envs:
         envs = gym.vector.AsyncVectorEnv([functools.partial(_without_interrupts, make, os.getpid())] * n_envs,
                                          autoreset_mode=AUTORESET_MODE)
     else:
@@ -345,6 +358,26 @@ def create_envs(
     if seed is not None:
         envs.action_space.seed(seed)
     return envs
+
+
+def ale_vector_settings(settings: dict, asked: bool | None) -> dict | None:
+    """:class:`AleVectorEnv` arguments for the ``make_env`` ``settings``, or None where it cannot give what they ask
+    (not an Atari id, no preprocessing, observation keys or env kwargs other than ``max_episode_steps``): asked for
+    (``asked``), that is refused in one line."""
+    env_id, kwargs = settings['env_id'], dict(settings.get('env_kwargs') or {})
+    frames = kwargs.pop('max_episode_steps', None)  # counted in emulator frames, below the frame skip
+    reason = ('it steps ALE ids only' if not is_atari(env_id) else
+              'it preprocesses every game' if settings.get('preprocess') is False else
+              'it takes no observation_keys' if settings.get('observation_keys') else
+              f'it takes no env_kwargs {", ".join(kwargs)}' if kwargs else None)
+    if reason is not None:
+        if asked:
+            raise ValueError(f'ale_vector cannot step {env_id}: {reason} (leave --ale-vector off)')
+        return None
+    return {'max_frame': settings['max_frame'], 'clip_rewards': settings.get('clip_rewards') is not False,
+            'terminal_on_life_loss': settings.get('terminal_on_life_loss') is not False,
+            'fire_reset': settings.get('fire_reset') is not False, 'noop_max': settings.get('noop_max', 30),
+            'max_episode_frames': frames}
 
 
 def _without_interrupts(make: Callable[[], gym.Env], learner: int) -> gym.Env:
@@ -404,6 +437,14 @@ def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
 def env_settings(envs: gym.vector.VectorEnv) -> dict | None:
     """The ``make_env`` arguments of envs made by :func:`create_envs` (None for other vector envs)."""
     return envs.metadata.get('xagents')
+
+
+def vector_settings(envs: gym.vector.VectorEnv) -> dict | None:
+    """:func:`create_envs` arguments that make envs like ``envs`` again (saves, workers), or None for envs not made
+    there."""
+    settings = env_settings(envs)
+    return settings and {**settings, 'n_envs': envs.num_envs, 'async_envs': isinstance(envs, gym.vector.AsyncVectorEnv),
+                         'ale_vector': isinstance(envs, AleVectorEnv)}
 
 
 def settings_for(envs: gym.vector.VectorEnv, env_id: str | None = None) -> dict:

@@ -89,7 +89,7 @@ class MaskReader:
                 masks[~np.asarray(given, bool)] = True
             return masks
         if self.by_call is None:
-            self.by_call = bool(all(self.envs.call('has_wrapper_attr', MASK_METHOD)))
+            self.by_call = hasattr(self.envs, 'call') and bool(all(self.envs.call('has_wrapper_attr', MASK_METHOD)))
         if self.by_call:
             return np.stack([np.asarray(mask, bool) for mask in self.envs.call(MASK_METHOD)])
         return None

@@ -205,14 +205,16 @@ def _initializer(section: _Section):
 
 
 def _make_layer(section: _Section, units: int | None = None, activation: str | None = None,
-                recurrent: str | None = None):
+                recurrent: str | None = None, dtype: str | None = None):
+    """The Keras layer of a cfg section; ``dtype`` is its Keras dtype policy (``mixed_bfloat16``: bfloat16
+    compute on float32 weights), recurrent layers always computing in float32."""
     kind = section.name.split('-')[0]
     if kind == 'recurrent':
         return Recurrent(recurrent, section.get('units', int, required=True))
     if kind == 'flatten':
-        return tf.keras.layers.Flatten()
+        return tf.keras.layers.Flatten(dtype=dtype)
     if kind == 'rescaling':
-        return tf.keras.layers.Rescaling(section.get('scale', float, required=True))
+        return tf.keras.layers.Rescaling(section.get('scale', float, required=True), dtype=dtype)
     activation = section.items.get('activation', activation)
     initializer = _initializer(section)
     if kind == 'convolutional':
@@ -222,13 +224,14 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
             section.get('stride', int, 1),
             activation=activation,
             kernel_initializer=initializer,
+            dtype=dtype,
         )
-    return tf.keras.layers.Dense(units, activation=activation, kernel_initializer=initializer)
+    return tf.keras.layers.Dense(units, activation=activation, kernel_initializer=initializer, dtype=dtype)
 
 
 def build_model(
     path: str, observation_space, outputs: Sequence[Output], name: str = 'model', features: bool = False,
-    recurrent: str | None = None,
+    recurrent: str | None = None, precision: str = 'float32',
 ) -> tf.keras.Model:
     """Build a Keras model from the cfg at ``path`` for ``observation_space``.
 
@@ -242,6 +245,8 @@ def build_model(
         recurrent: ``lstm`` or ``gru``: the cfg's ``[recurrent-N]`` section is that layer (shared with
             ``common=1``, else one per output); the model then takes ``[observations, episode_starts,
             state]`` and outputs the state after them last (see :mod:`xagents.utils.recurrence`).
+        precision: ``bf16``: hidden layers compute in bfloat16 on float32 weights (Keras' ``mixed_bfloat16``);
+            the output layers, and so the losses, stay float32.
 
     Returns:
         A model mapping a batch of observations to the list of outputs (or one tensor if one
@@ -258,6 +263,7 @@ def build_model(
     if sections.index(heads[0]) < len(hidden):
         raise CfgError(f'{path}: [{heads[0].name}]: output sections must come after all hidden layers')
     memory = _memory_inputs(path, hidden, recurrent, len(outputs))
+    dtype = PRECISIONS[precision]
     keys = observation_space if isinstance(observation_space, DictObservations) else DictObservations.of(
         observation_space)
     encoders = [section for section in hidden if 'input' in section.items]
@@ -318,13 +324,13 @@ def build_model(
                    'use fewer units or filters')
 
     if keys is not None:
-        x, graph.input_scale = _encoded(path, keys, encoders, x, fits)
+        x, graph.input_scale = _encoded(path, keys, encoders, x, fits, dtype)
         if graph.input_scale is None:  # a CNN or dense layers per key: acting runs the Keras model (see Forward)
             graph = None
     for section in trunk:
         flat = _check_fits(section, flat)
         fits(section, section.get('units', int), x)
-        layer = _make_layer(section, section.get('units', int), recurrent=recurrent)
+        layer = _make_layer(section, section.get('units', int), recurrent=recurrent, dtype=dtype)
         if graph:
             graph.trunk.append(layer)
         x = memory.apply(layer, x) if memory else layer(x)
@@ -337,7 +343,7 @@ def build_model(
         for tower_section in tower:
             branch_flat = _check_fits(tower_section, branch_flat)
             fits(tower_section, tower_section.get('units', int), y)
-            layer = _make_layer(tower_section, tower_section.get('units', int), recurrent=recurrent)
+            layer = _make_layer(tower_section, tower_section.get('units', int), recurrent=recurrent, dtype=dtype)
             branch.append(layer)
             y = memory.apply(layer, y) if memory else layer(y)
         _check_fits(section, branch_flat)
@@ -359,6 +365,7 @@ def build_model(
     return model
 
 
+PRECISIONS = {'float32': None, 'bf16': 'mixed_bfloat16'}  # a model's precision: its hidden layers' dtype policy
 NATURE_CNN = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # filters, size, stride (Mnih et al. 2015)
 NATURE_CNN_FEATURES = 256  # the dense layer after it (Stable-Baselines3's cnn_output_dim)
 
@@ -373,8 +380,8 @@ def default_encoder(key: Key) -> str:
     return 'one-hot' if key.kind == 'discrete' else 'flatten'
 
 
-def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed, fits: Callable
-             ) -> tuple[tf.Tensor, np.ndarray | None]:
+def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed, fits: Callable,
+             dtype: str | None = None) -> tuple[tf.Tensor, np.ndarray | None]:
     """Every key of packed Dict observations through its encoder, concatenated (float32, flat); and when
     every encoder only flattens and scales, what that does to each packed entry (the concatenation is then
     the packed vector times it, which :class:`NumpyForward` computes without the layers)."""
@@ -396,10 +403,10 @@ def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed
         if own is None and default_encoder(key) == 'nature-cnn':
             scale = None
             for filters, size, stride in NATURE_CNN:
-                x = tf.keras.layers.Conv2D(filters, size, stride, activation='relu',
+                x = tf.keras.layers.Conv2D(filters, size, stride, activation='relu', dtype=dtype,
                                            kernel_initializer=tf.keras.initializers.Orthogonal(np.sqrt(2)))(x)
-            x = tf.keras.layers.Flatten()(x)
-            x = tf.keras.layers.Dense(NATURE_CNN_FEATURES, activation='relu',
+            x = tf.keras.layers.Flatten(dtype=dtype)(x)
+            x = tf.keras.layers.Dense(NATURE_CNN_FEATURES, activation='relu', dtype=dtype,
                                       kernel_initializer=tf.keras.initializers.Orthogonal(np.sqrt(2)))(x)
         flat = len(key.shape) == 1
         for section in own or ():
@@ -407,7 +414,7 @@ def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed
                 raise section.error('input', f'convolutional layers need an image key, {key.name!r} is {key.space}')
             flat = _check_fits(section, flat)
             fits(section, section.get('units', int), x)
-            layer = _make_layer(section, section.get('units', int))
+            layer = _make_layer(section, section.get('units', int), dtype=dtype)
             if isinstance(layer, tf.keras.layers.Rescaling) and scale is not None:
                 scale[entries] *= layer.scale
             elif not isinstance(layer, tf.keras.layers.Flatten):
@@ -471,7 +478,7 @@ class NumpyForward:
         layers = graph.trunk + [layer for branch in graph.branches for layer in branch]
         return all(
             isinstance(layer, Recurrent) or isinstance(layer, tf.keras.layers.Dense)
-            and layer.activation.__name__ in NUMPY_ACTIVATIONS
+            and layer.activation.__name__ in NUMPY_ACTIVATIONS and layer.compute_dtype == 'float32'
             for layer in layers
         )
 
