@@ -9,7 +9,8 @@ and all), each with its own tuned settings, on an otherwise idle machine::
 
 - ppo-cartpole: PPO to a 100-episode training mean of 475 on CartPole-v1, wall seconds.
 - sac-pendulum: SAC to a 20-episode training mean of -200 on Pendulum-v1, wall seconds.
-- ppo-pong: PPO on PongNoFrameskip-v4, 8 envs, 10,240 env steps, wall seconds.
+- ppo-pong: PPO on PongNoFrameskip-v4, 8 envs, 10,240 env steps, wall seconds (ppo-pong-bf16: xagents with
+  ``--precision bf16``, against the same SB3 run).
 - sac-hopper, td3-hopper: env steps/s on Hopper-v5 after a 1,000-step random warm-up and the first
   update, at the same network sizes (SAC 256-256, TD3 400-300) and one gradient step per env step.
 
@@ -31,6 +32,8 @@ XAGENTS = {
     'ppo-cartpole': ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '475', '--max-steps', '300000'],
     'sac-pendulum': ['train', 'sac', '--env', 'Pendulum-v1', '--target-reward', '-200', '--max-steps', '20000'],
     'ppo-pong': ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '8', '--max-steps', '10240'],
+    'ppo-pong-bf16': ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '8', '--max-steps', '10240',
+                      '--precision', 'bf16'],
 }
 THROUGHPUT = {'sac-hopper': ('sac', 'Hopper-v5'), 'td3-hopper': ('td3', 'Hopper-v5')}
 
@@ -54,7 +57,7 @@ def xagents_run(case: str, seed: int, steps: int, warmup: int) -> dict:
 
 
 def sb3_run(python: str, case: str, seed: int, steps: int, warmup: int) -> dict:
-    seconds, out = timed([python, os.path.join(HERE, 'sb3_baseline.py'), case, '--seed', str(seed),
+    seconds, out = timed([python, os.path.join(HERE, 'sb3_baseline.py'), case.removesuffix('-bf16'), '--seed', str(seed),
                           '--steps', str(steps), '--warmup', str(warmup)])
     return {'seconds': seconds, **json.loads(out.strip().splitlines()[-1])}
 
