@@ -98,10 +98,14 @@ class PPO(OnPolicy):
         def minibatch(indices):
             with tf.GradientTape() as tape:
                 loss, metrics = self.minibatch_loss(**self.minibatch_of(columns, indices))
+            gradients = zip(tape.gradient(loss, variables), variables)
+            if self.target_kl is None:  # decided while tracing: no conditional update in the graph
+                self.optimizer.apply_gradients(gradients)
+                return metrics, tf.constant(False)
             # KL early stop (target_kl): the minibatch that crosses it is not applied, nor the rest.
-            stop = tf.constant(False) if self.target_kl is None else metrics['approx_kl'] > 1.5 * self.target_kl
+            stop = metrics['approx_kl'] > 1.5 * self.target_kl
             if not stop:
-                self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+                self.optimizer.apply_gradients(gradients)
             return metrics, stop
 
         metrics = {name: tf.constant(0.0) for name in ('policy_loss', 'value_loss', 'entropy', 'approx_kl')}

@@ -78,6 +78,24 @@ def test_numpy_forward_matches_keras(tmp_path):
     assert not np.allclose(forward(observations)[1], expected[1])
 
 
+def test_acting_stays_in_the_graph_where_tensorflow_sees_a_gpu(tmp_path, monkeypatch):
+    # No GPU runs here: the device list is the one thing replaced, to check the choice the Forward makes.
+    from xagents.utils.models import Forward
+
+    path = write(tmp_path, '[dense-1]\nunits=16\nactivation=tanh\n[dense-2]\noutput=1\n[dense-3]\nunits=1\noutput=1\n')
+    model = build_model(path, VECTOR_SPACE, [Output('policy', 3), Output('value', 1)])
+    observations = np.random.default_rng(0).uniform(-1, 1, (5, 6)).astype(np.float32)
+    on_cpu = Forward(model)
+    assert on_cpu.numpy is not None
+    real = tf.config.list_logical_devices
+    monkeypatch.setattr(tf.config, 'list_logical_devices',
+                        lambda kind=None: [object()] if kind == 'GPU' else real(kind))
+    on_gpu = Forward(model)
+    assert on_gpu.numpy is None and on_gpu.graph is not None
+    for got, want in zip(on_gpu(observations), on_cpu(observations)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_cnn_model_is_not_mirrored_in_numpy():
     path = os.path.join(PACKAGE, 'agent', 'models', 'cnn-model.cfg')
     model = build_model(path, IMAGE_SPACE, [Output('policy', 6), Output('value', 1)])

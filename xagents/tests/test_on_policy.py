@@ -67,6 +67,18 @@ def test_one_update_is_finite_and_changes_weights(agent_class, env_id):
     assert all(agent.envs.single_action_space.contains(action) for action in actions)
 
 
+@pytest.mark.parametrize('target_kl, applied', [(None, 16), (1e-9, 1), (1e3, 16)])
+def test_ppo_applies_minibatches_until_one_crosses_the_kl_target(target_kl, applied):
+    # The first minibatch has the rollout's own policy (KL 0); with a tiny target the second crosses it.
+    agent = PPO.from_env('CartPole-v1', n_envs=2, n_steps=32, ppo_epochs=4, mini_batches=4, seed=0, quiet=True,
+                         target_kl=target_kl)
+    agent.start_envs()
+    metrics = agent.train_once()
+    assert int(agent.optimizer.iterations) == applied
+    if target_kl == 1e-9:
+        assert float(metrics['approx_kl']) > 1.5 * target_kl
+
+
 def test_same_seed_same_history(workdir):
     def run(path):
         agent = PPO.from_env('CartPole-v1', seed=7, history_checkpoint=path, quiet=True)

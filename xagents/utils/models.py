@@ -528,15 +528,17 @@ class NumpyForward:
 class Forward:
     """The acting forward pass of one or more models: every model's outputs, in order, as NumPy arrays.
 
-    When every model is a small all-dense cfg model it runs in NumPy on copies of their weights (a
-    graph call costs more than such a pass); otherwise all models run in one graph call. Call
+    When every model is a small all-dense cfg model and TensorFlow sees no GPU, it runs in NumPy on copies of
+    their weights (on a CPU a graph call costs more than such a pass); otherwise all models run in one graph
+    call, on the GPU when there is one. Call
     :meth:`refresh` after the weights change (agents do, through ``on_weights_changed``). A recurrent model
     is called with ``(observations, episode_starts (B, 1), state)``.
     """
 
     def __init__(self, *models: tf.keras.Model) -> None:
         self.models = models
-        self.numpy = [NumpyForward(model) for model in models] if all(map(NumpyForward.supports, models)) else None
+        in_numpy = all(map(NumpyForward.supports, models)) and not tf.config.list_logical_devices('GPU')
+        self.numpy = [NumpyForward(model) for model in models] if in_numpy else None
         # Batch sizes vary (envs, final observations, play): trace for any.
         self.graph = None if self.numpy else tf.function(
             lambda *inputs: [output for model in models
