@@ -1,6 +1,8 @@
 """Proximal policy optimisation (Schulman et al. 2017, arXiv 1707.06347), clipped objective."""
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 import tensorflow as tf
 
@@ -89,25 +91,28 @@ class PPO(OnPolicy):
         return loss, {'policy_loss': policy_loss, 'value_loss': value_loss, 'entropy': entropy,
                       'approx_kl': approx_kl}
 
+    @tf.autograph.experimental.do_not_convert  # plain TensorFlow, traced as written: a faster first update
+    def minibatch_update(self, columns: dict, indices: tf.Tensor) -> tuple[dict, tf.Tensor]:
+        """One minibatch's gradient step; ``(metrics, stop)``, ``stop`` true where the KL early stop (target_kl)
+        holds it back, and every minibatch after it."""
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss, metrics = self.minibatch_loss(**self.minibatch_of(columns, indices))
+        gradients = tape.gradient(loss, variables)
+
+        def apply():
+            self.optimizer.apply_gradients(zip(gradients, variables))
+            return tf.constant(False)
+
+        if self.target_kl is None:
+            return metrics, apply()
+        stop = metrics['approx_kl'] > 1.5 * self.target_kl
+        return metrics, tf.cond(stop, lambda: tf.constant(True), apply)
+
     @tf.function
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
-        variables = self.model.trainable_variables
         columns = self.named_columns(observations, actions, log_probs, advantages, returns, action_masks, sequences)
-
-        def minibatch(indices):
-            with tf.GradientTape() as tape:
-                loss, metrics = self.minibatch_loss(**self.minibatch_of(columns, indices))
-            gradients = zip(tape.gradient(loss, variables), variables)
-            if self.target_kl is None:  # decided while tracing: no conditional update in the graph
-                self.optimizer.apply_gradients(gradients)
-                return metrics, tf.constant(False)
-            # KL early stop (target_kl): the minibatch that crosses it is not applied, nor the rest.
-            stop = metrics['approx_kl'] > 1.5 * self.target_kl
-            if not stop:
-                self.optimizer.apply_gradients(gradients)
-            return metrics, stop
-
         metrics = {name: tf.constant(0.0) for name in ('policy_loss', 'value_loss', 'entropy', 'approx_kl')}
         return minibatch_epochs(self.ppo_epochs, self.minibatch_size * self.mini_batches, self.minibatch_size,
-                                minibatch, metrics)
+                                functools.partial(self.minibatch_update, columns), metrics)
