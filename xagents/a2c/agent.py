@@ -67,7 +67,7 @@ class A2C(OnPolicy):
                              global_clipnorm=grad_norm) if optimizer == 'rmsprop' else None
         self.optimizer = self.make_optimizer('model', rmsprop, global_clipnorm=grad_norm)
 
-    @tf.function
+    @tf.function(autograph=False)  # no tensor-dependent Python control flow: traced as written, faster
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
         # The whole rollout (a recurrent policy's sequences flattened, env-major).
