@@ -94,8 +94,8 @@ SUITES = {
         Job('sac', 'HalfCheetah-v5', 9500, 1_000_000, 20_000), Job('td3', 'HalfCheetah-v5', 9600, 1_000_000, 20_000),
         Job('ppo', 'HalfCheetah-v5', 5800, 1_000_000, 20_000),
     ],
-    # For a GPU: Pong to 18 within 10M frames (2.5M steps of 4 frames); Breakout to RL Zoo's score after
-    # its 10M steps, rounded down. One seed unless --all-seeds; a CPU learning check: --max-steps 1000000.
+    # Pong to 18 within 10M frames (2.5M steps of 4 frames; about an hour a run on a 2-core CPU with --precision
+    # bf16); Breakout to RL Zoo's score after its 10M steps, rounded down. One seed unless --all-seeds.
     'atari': [
         *(Job(agent, 'PongNoFrameskip-v4', 18, 2_500_000, 100_000, max_seeds=1) for agent in ('ppo', 'a2c', 'dqn')),
         *(Job(agent, 'BreakoutNoFrameskip-v4', target, 10_000_000, 250_000, max_seeds=1)
