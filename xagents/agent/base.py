@@ -34,7 +34,8 @@ from xagents.utils.distributions import StateDependentNoise
 from xagents.utils.envs import ENV_PARAMETERS, create_envs
 from xagents.utils.history import History
 from xagents.utils.masks import mask_kwargs, mask_size
-from xagents.utils.models import PRECISIONS, Forward, Output, build_model, check_model, is_image_space
+from xagents.utils.models import (PRECISIONS, Forward, Output, build_model, check_model, computing_in_float32,
+                                  is_image_space)
 from xagents.utils.names import unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
@@ -464,8 +465,9 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         if action_mask:
             self.checked_masks(np.ones((1, size or 0), bool), 1)  # refuses agents and spaces without masks
         memory = self.new_memory(1)
-        return export_policy(self.policy_graph, self.envs.single_observation_space, path, format, size,
-                             None if memory is None else memory.state.shape[1])
+        with computing_in_float32(list(self.models.values())):  # a bf16 agent exports a float32 policy
+            return export_policy(self.policy_graph, self.envs.single_observation_space, path, format, size,
+                                 None if memory is None else memory.state.shape[1])
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """The agent's actions as the env takes them; the one place they are converted.

@@ -85,6 +85,20 @@ def test_bf16_saves_and_loads_and_small_networks_act_in_numpy_only_in_float32(tm
     np.testing.assert_array_equal(agent.predict(observation), loaded.predict(observation))
 
 
+@pytest.mark.parametrize('path', ['policy', 'policy.tflite', 'policy.onnx'])
+def test_a_bf16_agent_exports_a_float32_policy_every_runtime_takes(tmp_path, path):
+    from xagents.utils.export import load_exported
+
+    agent = PPO.from_env('Pendulum-v1', seed=0, quiet=True, precision='bf16')
+    exact = PPO.from_env('Pendulum-v1', seed=0, quiet=True)
+    exact.model.set_weights(agent.model.get_weights())
+    path = agent.export(str(tmp_path / path))
+    observations = np.random.default_rng(0).uniform(-1, 1, (16, 3)).astype(np.float32)
+    np.testing.assert_allclose(load_exported(path)(observations), exact.predict(observations), rtol=1e-5, atol=1e-7)
+    assert agent.model.layers[1].compute_dtype == 'bfloat16'  # the agent itself still computes in bf16
+    assert not np.allclose(agent.predict(observations), exact.predict(observations), rtol=1e-5, atol=1e-7)
+
+
 def test_an_unknown_precision_is_refused_in_one_line(xagents_cli, workdir):
     with pytest.raises(ValueError, match="precision takes float32 or bf16, got 'fp16'"):
         PPO.from_env('CartPole-v1', precision='fp16', quiet=True)

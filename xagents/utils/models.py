@@ -16,6 +16,8 @@ NumPy takes ~0.02 ms, so agents act through :class:`NumpyForward` when the model
 """
 from __future__ import annotations
 
+import contextlib
+
 import configparser
 import dataclasses
 import math
@@ -366,6 +368,21 @@ def build_model(
 
 
 PRECISIONS = {'float32': None, 'bf16': 'mixed_bfloat16'}  # a model's precision: its hidden layers' dtype policy
+
+
+@contextlib.contextmanager
+def computing_in_float32(models: Sequence[tf.keras.Model]):
+    """Within the block, every layer of ``models`` computes in float32 (their weights already are): what an
+    export of a bf16 agent traces, since TFLite's builtin ops and most deployment runtimes take no bfloat16."""
+    changed = [(layer, layer.dtype_policy) for model in models for layer in model._flatten_layers(include_self=False)
+               if layer.compute_dtype != 'float32']
+    for layer, _ in changed:
+        layer.dtype_policy = 'float32'
+    try:
+        yield
+    finally:
+        for layer, policy in changed:
+            layer.dtype_policy = policy
 NATURE_CNN = ((32, 8, 4), (64, 4, 2), (64, 3, 1))  # filters, size, stride (Mnih et al. 2015)
 NATURE_CNN_FEATURES = 256  # the dense layer after it (Stable-Baselines3's cnn_output_dim)
 
