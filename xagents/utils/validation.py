@@ -45,7 +45,7 @@ KINDS: dict[str, str] = {
                      'plateau_reduce_patience', 'early_stop_patience', 'lr_decay_steps', 'max_steps',
                      'eval_frequency', 'eval_episodes', 'frame_frequency', 'episodes', 'save_frequency',
                      'save_keep', 'workers', 'sde_sample_freq', 'max_episode_steps'), 'count'),
-    **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed'), 'steps'),
+    **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed', 'noop_max'), 'steps'),
     'log_std_init': 'real',
 }
 
