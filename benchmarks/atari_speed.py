@@ -27,6 +27,8 @@ load_tensorflow()
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from update_flops import matmul_rate  # noqa: E402  (beside this script)
+
 from xagents import PPO  # noqa: E402
 from xagents.utils.envs import create_envs  # noqa: E402
 
@@ -59,26 +61,6 @@ def forward_flops(model: tf.keras.Model) -> float:
         elif isinstance(layer, tf.keras.layers.Dense):
             flops += 2 * layer.kernel.shape[0] * layer.kernel.shape[1]
     return flops
-
-
-def matmul_rate(dtype: str, width: int = 1024, batch: int = 256, products: int = 100) -> float:
-    """FLOP/s of chained ``(batch, width) @ (width, width)`` products of ``dtype`` in one graph call."""
-    inputs = tf.cast(tf.random.normal((batch, width)), dtype)
-    weights = tf.cast(tf.random.normal((width, width)) / width ** 0.5, dtype)
-
-    @tf.function
-    def chain(x, w):
-        for _ in tf.range(products):
-            x = tf.matmul(x, w)
-        return x
-
-    chain(inputs, weights)
-    best = float('inf')
-    for _ in range(5):
-        start = time.perf_counter()
-        chain(inputs, weights).numpy()
-        best = min(best, time.perf_counter() - start)
-    return 2 * batch * width * width * products / best
 
 
 def rollout_times(env_id: str, precision: str, rollouts: int) -> tuple[PPO, float, float]:
@@ -114,7 +96,7 @@ def main() -> None:
         forward = forward_flops(agent.model)
         per_step = forward * (1 + 3 * agent.ppo_epochs)
         rate = batch * forward * 3 * agent.ppo_epochs / update
-        peak = matmul_rate(dtype)
+        peak = matmul_rate(1024, products=100, dtype=dtype)
         logger.info('%s: forward %.1f MFLOP a sample; %.0f MFLOP of training per env step', precision, forward / 1e6,
                     per_step / 1e6)
         logger.info('  a rollout of %d steps: collection %.2f s, update %.2f s (%.0f GFLOP/s; a %s matmul chain: %.0f '

@@ -66,10 +66,10 @@ def seconds_per_step(agent, repeats: int) -> float:
     return statistics.median(times)
 
 
-def matmul_rate(width: int, batch: int = 256, products: int = 200) -> float:
-    """FLOP/s of ``products`` chained ``(batch, width) @ (width, width)`` float32 products in one graph call."""
-    inputs = tf.random.normal((batch, width))
-    weights = tf.random.normal((width, width)) / width ** 0.5
+def matmul_rate(width: int, batch: int = 256, products: int = 200, dtype: str = 'float32') -> float:
+    """FLOP/s of ``products`` chained ``(batch, width) @ (width, width)`` products of ``dtype`` in one graph call."""
+    inputs = tf.cast(tf.random.normal((batch, width)), dtype)
+    weights = tf.cast(tf.random.normal((width, width)) / width ** 0.5, dtype)
 
     @tf.function
     def chain(x, w):
