@@ -353,6 +353,19 @@ def hidden_units(model) -> list[int]:
     return [layer.units for layer in model.layers if hasattr(layer, 'units') and layer.activation.__name__ != 'linear']
 
 
+def test_ppos_atari_preset_anneals_over_rl_zoos_10m_steps_with_adam_epsilon_1e5():
+    """RL Zoo's Atari PPO decays lr 2.5e-4 linearly over its 10M steps; SB3's and CleanRL's Adam take epsilon 1e-5."""
+    from xagents import PPO
+
+    agent = PPO.from_env('PongNoFrameskip-v4', n_envs=2, seed=0, quiet=True)
+    assert agent.optimizer.epsilon == pytest.approx(1e-5)
+    for steps, rate in ((0, 2.5e-4), (2_500_000, 1.875e-4), (10_000_000, 0.0)):
+        agent.steps = steps
+        agent.update_learning_rates()
+        assert float(agent.optimizer.learning_rate) == pytest.approx(rate)
+    agent.envs.close()
+
+
 def test_mujoco_presets_build_rl_zoos_networks_from_packaged_cfgs_and_initial_log_std(workdir):
     """A preset names a packaged cfg by its file name; PPO's log_std starts where the preset says."""
     from xagents import DDPG, PPO, SAC, TD3
