@@ -3,7 +3,7 @@
 RL Zoo publishes each trained agent's Monitor logs (``DLR-RM/rl-trained-agents``: ``ppo/PongNoFrameskip-v4_1/
 *.monitor.csv``, one file per env, a row per game with its score ``r``, frames ``l`` and wall time ``t``). This
 prints the mean score of the last ``--games`` games, pooled over the envs in the order they finished, at given
-agent steps (frames / frame skip), as xagents' ``--reward-buffer-size`` mean is kept, for one or more xagents
+agent steps (frames / frame skip, up to the last of them), as xagents' ``--reward-buffer-size`` mean is kept, for one or more xagents
 histories beside it; ``--plot`` draws them all.
 
     python benchmarks/rlzoo_curve.py rl-trained-agents/ppo/PongNoFrameskip-v4_1 \\
@@ -30,11 +30,13 @@ def monitor_games(run: str) -> pd.DataFrame:
     return games.sort_values('t', ignore_index=True)
 
 
-def as_history(games: pd.DataFrame, games_in_mean: int, frame_skip: int, path: str) -> None:
-    """Write the games as an xagents history: the mean of the last ``games_in_mean`` at each game's end."""
+def as_history(games: pd.DataFrame, games_in_mean: int, frame_skip: int, until: int, path: str) -> None:
+    """Write the games that ended by agent step ``until`` as an xagents history: the mean of the last
+    ``games_in_mean`` at each game's end."""
     history = History(path)
-    means = games['r'].rolling(games_in_mean, min_periods=1).mean()
     steps = games['l'].cumsum() // frame_skip
+    games, steps = games[steps <= until], steps[steps <= until]
+    means = games['r'].rolling(games_in_mean, min_periods=1).mean()
     for mean, best, score, step, time in zip(means, means.cummax(), games['r'], steps, games['t'] - games['t'].min()):
         history.append(float(mean), float(best), float(score), int(step), float(time))
     history.flush()
@@ -62,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         zoo = os.path.join(scratch, 'rlzoo.parquet')
-        as_history(monitor_games(args.run), args.games, args.frame_skip, zoo)
+        as_history(monitor_games(args.run), args.games, args.frame_skip, max(args.at), zoo)  # over the same budget
         paths = [zoo, *args.xagents]
         if args.labels is not None and len(args.labels) != len(args.xagents):
             parser.error(f'expected one label per history file ({len(args.xagents)}), got {len(args.labels)}')
