@@ -3,8 +3,8 @@
 RL Zoo publishes each trained agent's Monitor logs (``DLR-RM/rl-trained-agents``: ``ppo/PongNoFrameskip-v4_1/
 *.monitor.csv``, one file per env, a row per game with its score ``r``, frames ``l`` and wall time ``t``). This
 prints the mean score of the last ``--games`` games, pooled over the envs in the order they finished, at given
-agent steps (frames / frame skip, up to the last of them), as xagents' ``--reward-buffer-size`` mean is kept, for one or more xagents
-histories beside it; ``--plot`` draws them all.
+agent steps (frames / frame skip, up to the last of them), as xagents' ``--reward-buffer-size`` mean is kept,
+for one or more xagents histories beside it; ``--plot`` draws them all.
 
     python benchmarks/rlzoo_curve.py rl-trained-agents/ppo/PongNoFrameskip-v4_1 \\
         --xagents history.parquet --at 250000 500000 1000000 1500000 2000000 2500000 --plot pong.png
@@ -62,13 +62,13 @@ def main() -> None:
                                                               2_500_000], help='agent steps to report')
     parser.add_argument('--plot', help='draw the curves to this image file')
     args = parser.parse_args()
+    if args.labels is not None and len(args.labels) != len(args.xagents):
+        parser.error(f'expected one label per history file ({len(args.xagents)}), got {len(args.labels)}')
+    labels = ['RL Zoo (SB3)', *(args.labels or args.xagents)]
     with tempfile.TemporaryDirectory() as scratch:
         zoo = os.path.join(scratch, 'rlzoo.parquet')
         as_history(monitor_games(args.run), args.games, args.frame_skip, max(args.at), zoo)  # over the same budget
         paths = [zoo, *args.xagents]
-        if args.labels is not None and len(args.labels) != len(args.xagents):
-            parser.error(f'expected one label per history file ({len(args.xagents)}), got {len(args.labels)}')
-        labels = ['RL Zoo (SB3)', *(args.labels or args.xagents)]
         print('| run | ' + ' | '.join(f'{step:,}' for step in args.at) + ' |')
         print('|---' * (len(args.at) + 1) + '|')
         for path, label in zip(paths, labels):
