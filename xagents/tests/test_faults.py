@@ -1,6 +1,7 @@
 """Faults: nothing lost, one clear line. Files from other runs, torn sets, kills, signals, failing writes."""
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import signal
@@ -282,3 +283,25 @@ def test_a_run_with_every_output_resumes_from_its_latest_save(xagents_cli, workd
     history = read_history('h.parquet')
     assert history['step'].iloc[-1] > 3000 and read_checkpoint('w.tf').steps > 0  # went on, with its best weights
     assert snapshot('w.tf') == best or history['best_reward'].iloc[-1] > history['best_reward'][history['step'] <= 3000].max()
+
+
+def test_a_run_resumed_from_a_save_before_its_end_goes_on_from_the_saves_step(workdir, caplog):
+    """A kill between two saves leaves a history that runs past the latest save: resumed from that save, the run goes on
+    from the save's step (the clock of its schedules and its next saves), and the episodes after it, played by
+    weights the save does not hold, leave the history."""
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, quiet=True)
+    agent.fit(max_steps=1536, save_dir='saves', save_frequency=1024, history_checkpoint='h.parquet')
+    played = read_history('h.parquet')
+    assert played['step'].iloc[-1] > 1024 and sorted(os.listdir('saves')) == ['step-000000001024']
+    resumed = PPO.load('saves/step-000000001024', quiet=True)
+    assert resumed.steps == 1024
+    with caplog.at_level(logging.INFO, logger='xagents'):
+        resumed.fit(max_steps=2048, total=True, save_dir='saves', save_frequency=512, history_checkpoint='h.parquet')
+    history = read_history('h.parquet')
+    kept = played[played['step'] <= 1024]
+    assert (f'Resuming at step 1024 of the save: the {len(played) - len(kept)} episodes the history holds after it '
+            'are left out') in caplog.messages
+    pd.testing.assert_frame_equal(history.iloc[:len(kept)], kept)
+    assert history['step'].iloc[len(kept):].min() > 1024 and history['step'].is_monotonic_increasing
+    assert sorted(os.listdir('saves')) == ['step-000000001024', 'step-000000001536', 'step-000000002048']
+    assert resumed.steps == 2048

@@ -8,6 +8,7 @@ agent's history, so a second ``fit`` (or a resumed run) continues where the last
 from __future__ import annotations
 
 import collections
+import logging
 import time
 from typing import TYPE_CHECKING, NamedTuple, Sequence
 
@@ -16,6 +17,8 @@ import numpy as np
 if TYPE_CHECKING:
     from xagents.agent.base import BaseAgent
     from xagents.training.callbacks import Callback
+
+logger = logging.getLogger('xagents')
 
 
 class Episode(NamedTuple):
@@ -107,10 +110,17 @@ class Run:
         earlier process), start the envs (or the workers, on the Ray cluster at ``ray_address``), then tell
         the callbacks."""
         agent, frame = self.agent, self.agent.history.frame()
+        if len(frame) and not agent.training_started:  # a history on disk: resume it
+            if agent.steps:  # from a whole-agent save, at its step: later episodes were played by weights it lacks
+                dropped = agent.history.rewind(agent.steps)
+                if dropped:
+                    logger.info('Resuming at step %d of the save: the %d episodes the history holds after it are '
+                                'left out', agent.steps, dropped)
+                frame = agent.history.frame()
+            else:  # from best weights (--checkpoints): the step count goes on from the last episode
+                agent.steps = int(frame['step'].iloc[-1])
         if len(frame):
             last = frame.iloc[-1]
-            if not agent.training_started:  # a history on disk: resume it
-                agent.steps = int(last['step'])
             self.time_offset = float(last['time'])
             self.best_reward = float(frame['best_reward'].max())
             self.games = len(frame)

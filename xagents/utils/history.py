@@ -64,6 +64,14 @@ class History:
         new = pd.DataFrame(self.pending, columns=COLUMNS)
         return new if self.saved.empty else pd.concat([self.saved, new], ignore_index=True)
 
+    def rewind(self, step: int) -> int:
+        """Keep only the episodes that ended by env step ``step`` (those after it are written out at the next
+        flush); return how many were dropped."""
+        frame = self.frame()
+        kept = frame[frame['step'] <= step]
+        self.saved, self.pending = kept.reset_index(drop=True), []
+        return len(frame) - len(kept)
+
     def flush(self) -> None:
         """Write every row to ``path`` (if any) so that a kill leaves the last good file."""
         if not self.pending:
