@@ -91,7 +91,6 @@ class PPO(OnPolicy):
         return loss, {'policy_loss': policy_loss, 'value_loss': value_loss, 'entropy': entropy,
                       'approx_kl': approx_kl}
 
-    @tf.autograph.experimental.do_not_convert  # plain TensorFlow, traced as written: a faster first update
     def minibatch_update(self, columns: dict, indices: tf.Tensor) -> tuple[dict, tf.Tensor]:
         """One minibatch's gradient step; ``(metrics, stop)``, ``stop`` true where the KL early stop (target_kl)
         holds it back, and every minibatch after it."""
@@ -109,7 +108,7 @@ class PPO(OnPolicy):
         stop = metrics['approx_kl'] > 1.5 * self.target_kl
         return metrics, tf.cond(stop, lambda: tf.constant(True), apply)
 
-    @tf.function
+    @tf.function(autograph=False)  # no tensor-dependent Python control flow: traced as written, faster
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
         columns = self.named_columns(observations, actions, log_probs, advantages, returns, action_masks, sequences)

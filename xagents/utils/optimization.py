@@ -140,14 +140,17 @@ def minibatch_epochs(epochs: int, batch_size: int, minibatch_size: int, step: Ca
 
     ``step(indices)`` makes one minibatch's update and returns ``(metrics, stop)``; a true ``stop``
     ends every pass there (PPO's KL early stop). Returns the last metrics (``metrics`` if none ran).
+    One ``tf.while_loop``, written out: it traces as is, with no autograph conversion.
     """
-    stop = tf.constant(False)
-    for _ in tf.range(epochs):
-        indices = tf.random.shuffle(tf.range(batch_size))
-        for start in tf.range(0, batch_size, minibatch_size):
-            metrics, stop = step(indices[start:start + minibatch_size])
-            if stop:
-                break
-        if stop:
-            break
-    return metrics
+    per_epoch = -(-batch_size // minibatch_size)  # minibatches per pass (the last one may be short)
+    orders = tf.argsort(tf.random.uniform((epochs, batch_size)), axis=1)  # row e: the order of pass e
+
+    def body(i, stop, metrics):
+        start = i % per_epoch * minibatch_size
+        metrics, stop = step(orders[i // per_epoch, start:start + minibatch_size])
+        return i + 1, stop, metrics
+
+    def more(i, stop, metrics):
+        return tf.logical_and(i < epochs * per_epoch, tf.logical_not(stop))
+
+    return tf.while_loop(more, body, (tf.constant(0), tf.constant(False), metrics))[2]
