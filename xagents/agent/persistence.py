@@ -15,7 +15,7 @@ import numpy as np
 
 from xagents.utils.atomic import atomic_write, check_writable
 from xagents.utils.buffer_state import buffer_state, restore_buffer_state
-from xagents.utils.checkpoints import read_checkpoint, save_checkpoint
+from xagents.utils.checkpoints import checkpoint_arrays, read_checkpoint, save_checkpoint, write_checkpoint
 from xagents.utils.envs import ENV_PARAMETERS, as_vector_env, create_envs, env_settings, vector_settings
 from xagents.utils.history import check_identity
 from xagents.utils.readback import damaged, read_arrays
@@ -37,9 +37,15 @@ def identity_of(agent: str, envs: gym.vector.VectorEnv) -> dict[str, str | None]
 # ---------------------------------------------------------------------------------- checkpoints
 def save_models(agent: BaseAgent, paths: Sequence[str]) -> None:
     """Save every model (with its optimizer, the step counter and the run's identity) to ``paths``, one per role."""
-    for role, path in zip(agent.model_roles, paths):
-        save_checkpoint(path, agent.models[role], agent.optimizers.get(role), extras=checkpoint_extras(agent, role),
-                        identity=agent.identity(), steps=agent.steps)
+    for path, arrays in model_checkpoints(agent, paths).items():
+        write_checkpoint(path, arrays)
+
+
+def model_checkpoints(agent: BaseAgent, paths: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """What :func:`save_models` writes to each of ``paths``, copied now (``write_checkpoint`` writes it later)."""
+    return {path: checkpoint_arrays(path, agent.models[role], agent.optimizers.get(role),
+                                    extras=checkpoint_extras(agent, role), identity=agent.identity(), steps=agent.steps)
+            for role, path in zip(agent.model_roles, paths)}
 
 
 def checkpoint_extras(agent: BaseAgent, role: str) -> dict[str, np.ndarray]:

@@ -1,12 +1,17 @@
 """Runs and callbacks: the events a user's callback hears, stopping from one, and state kept off the agent."""
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from xagents import DQN, PPO
 from xagents.training.callbacks import Callback
+from xagents.utils.checkpoints import read_checkpoint
+from xagents.utils.history import read_history
 
 
 class Recorder(Callback):
@@ -98,3 +103,32 @@ def test_before_a_full_window_the_checkpoint_holds_the_latest_weights_and_says_s
     from xagents.utils.checkpoints import read_checkpoint
 
     assert read_checkpoint('w.tf').steps == 256  # the weights of the run's end, beside its history
+
+
+class FileWatch(Callback):
+    """After each round (the built-in callbacks' writes come first), when a new version of ``path`` appeared."""
+
+    def __init__(self, path: str) -> None:
+        self.path, self.versions, self.last = path, [], None
+
+    def on_round(self, run):
+        if os.path.exists(self.path):
+            stat = os.stat(self.path)
+            version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            if version != self.last:
+                self.versions.append(time.perf_counter())
+                self.last = version
+
+
+def test_weights_and_history_are_written_every_two_seconds_and_at_the_end(workdir):
+    """PPO's best on CartPole rises in most rounds: writing each rise took longer than the training. The files are
+    written at most every 2 seconds and when the run ends, the weights on disk beside the history they go with."""
+    watch = FileWatch('h.parquet')
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
+    run = agent.fit(max_steps=50_000, checkpoints=['w.tf'], history_checkpoint='h.parquet', callbacks=[watch])
+    assert len(watch.versions) >= 2 and (np.diff(watch.versions) >= 2.0).all(), watch.versions
+    history = read_history('h.parquet')
+    assert len(history) == run.games and history['best_reward'].iloc[-1] == run.best_reward
+    # The weights of the best: copied at the end of the round whose episodes first reached it.
+    reached = history['step'][history['mean_reward'] == run.best_reward].iloc[0]
+    assert 0 <= read_checkpoint('w.tf').steps - reached < agent.n_envs * agent.n_steps

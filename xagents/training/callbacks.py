@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from xagents.agent.persistence import model_checkpoints
 from xagents.training.run import format_reward
 from xagents.utils.atomic import atomic_write, remove_stale_temporaries
+from xagents.utils.checkpoints import write_checkpoint
 from xagents.utils.readback import read_json
 from xagents.utils.saved import MANIFEST, remove_interrupted_save
 
@@ -53,36 +55,56 @@ class Callback:
 class Checkpoints(Callback):
     """The run's files: the best models (``checkpoints``) and the history, in that order.
 
-    Before each history write the models are saved if the best reward rose since they last were, so a history
-    on disk always has its weights beside it. The best reward waits for a full window of episodes; until then
-    each history write saves the latest weights (no best yet, and a run can resume from them).
+    When the best reward rises the models are copied in memory; the copy, then the history, are written at most
+    every ``interval`` seconds and at the end, so a history on disk always has its weights beside it, and a kill
+    loses at most the last ``interval`` seconds of a run (writing each rise of a short run's best would take
+    longer than its training). The best reward waits for a full window of episodes; until then the latest
+    weights are kept (no best yet, and a run can resume from them).
     """
 
-    def __init__(self, paths: Sequence[str] | None = None) -> None:
+    def __init__(self, paths: Sequence[str] | None = None, interval: float = 2.0) -> None:
         """
         Args:
             paths: Where the models go, one per model role (none: the history only).
+            interval: Seconds between writes of the files (the last one is written at the end).
         """
         self.paths, self.saved_best = list(paths or ()), -np.inf
+        self.interval, self.written = interval, -np.inf
+        self.pending: dict[str, dict[str, np.ndarray]] = {}  # path: arrays, copied, not yet written
 
     def on_start(self, run: Run) -> None:
         self.saved_best = run.best_reward if run.games else -np.inf  # a resumed best is saved already
 
-    def save(self, run: Run) -> None:
+    def keep(self, run: Run) -> None:
+        """Copy the models when the best reward rose (before a full window: the latest models)."""
         if self.paths and (run.best_reward > self.saved_best or run.games and not run.window_full):
-            run.agent.save_models(self.paths)
+            self.pending = model_checkpoints(run.agent, self.paths)
             self.saved_best = run.best_reward
+
+    def write(self, run: Run, now: bool = False) -> None:
+        """Write the copied models, then the history, if ``interval`` seconds passed since the last write (or
+        ``now``)."""
+        if not now and time.perf_counter() - self.written < self.interval:
+            return
+        for path, arrays in self.pending.items():
+            write_checkpoint(path, arrays)
+        self.pending = {}
         run.history.flush()
+        self.written = time.perf_counter()
 
     def on_progress(self, run: Run) -> None:
-        self.save(run)
+        self.keep(run)
+        self.write(run)
 
     def on_round(self, run: Run) -> None:
         if self.paths and run.best_reward > self.saved_best:
-            self.save(run)
+            self.keep(run)
+        self.write(run)
 
     def on_stop(self, run: Run) -> None:
-        self.save(run)
+        self.write(run, now=True)  # what was kept (a failing copy below leaves these files the last good ones)
+        self.keep(run)
+        self.write(run, now=True)
         if not self.paths or run.window_full:
             return
         if not run.games:

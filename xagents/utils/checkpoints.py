@@ -19,11 +19,15 @@ from xagents.utils.readback import damaged, read_arrays
 LAST_ENTRY = 'counter/steps'
 
 
-def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
-                    extras: dict[str, np.ndarray] | None = None, identity: dict[str, str] | None = None,
-                    **counters: int) -> None:
-    """Save ``model``'s weights, ``optimizer``'s variables (if any), named ``extras`` arrays (such
-    as observation statistics), the run's ``identity`` (agent, env, spaces) and integer counters."""
+def checkpoint_arrays(path: str, model: tf.keras.Model, optimizer=None, extras: dict[str, np.ndarray] | None = None,
+                      identity: dict[str, str] | None = None, **counters: int) -> dict[str, np.ndarray]:
+    """What a checkpoint at ``path`` holds, copied now: ``model``'s weights, ``optimizer``'s variables (if any),
+    named ``extras`` arrays (such as observation statistics), the run's ``identity`` (agent, env, spaces) and
+    integer counters.
+
+    Raises:
+        NonFiniteError: a value is nan or infinite (the last good file at ``path`` is never replaced by it).
+    """
     arrays = {f'model/{i}': weight.numpy() for i, weight in enumerate(model.weights)}
     arrays.update({f'extra/{name}': np.asarray(value) for name, value in (extras or {}).items()})
     arrays.update({f'identity/{name}': np.asarray(value) for name, value in (identity or {}).items()
@@ -31,11 +35,23 @@ def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
     if optimizer is not None:
         arrays.update({f'optimizer/{i}': v.numpy() for i, v in enumerate(optimizer.variables)})
     arrays.update({f'counter/{name}': np.asarray(value) for name, value in counters.items()})  # LAST_ENTRY last
-    for name, value in arrays.items():  # the last good file stays: a poisoned model is never saved over it
+    for name, value in arrays.items():
         if value.dtype.kind == 'f' and not np.isfinite(value).all():
             raise NonFiniteError(f'refused to write {path}: {name} holds non-finite values (nan or inf)')
+    return arrays
+
+
+def write_checkpoint(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """Write the arrays of :func:`checkpoint_arrays` to ``path``, atomically."""
     with atomic_write(path) as file:
         np.savez(file, **arrays)
+
+
+def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
+                    extras: dict[str, np.ndarray] | None = None, identity: dict[str, str] | None = None,
+                    **counters: int) -> None:
+    """Save ``model`` (see :func:`checkpoint_arrays`) to ``path`` now."""
+    write_checkpoint(path, checkpoint_arrays(path, model, optimizer, extras, identity, **counters))
 
 
 class NonFiniteError(ArithmeticError):
