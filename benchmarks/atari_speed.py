@@ -9,13 +9,17 @@ With the tuned Atari settings (8 envs x 128 steps, 4 epochs of 4 minibatches of 
   per env step of training: one acting pass plus ``epochs`` x (forward + backward, about 3 forward passes);
 - whole rollouts: collection (acting + stepping) and the update, timed inside ``fit`` after a warm-up, with the
   update's rate in GFLOP/s beside the rate of a chain of matrix products of the same precision in one graph call;
-- the ceiling: the env steps per second the update alone would allow at that rate, and what collection adds.
+- the ceiling: the env steps per second the update alone would allow at that rate, and what collection adds;
+- whole bf16 training runs of ``--run-steps`` steps as processes: one alone, then two at once (the CPU time one run
+  leaves idle, which a second run fills).
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import subprocess
+import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
@@ -78,11 +82,27 @@ def rollout_times(env_id: str, precision: str, rollouts: int) -> tuple[PPO, floa
     return agent, collection, whole - collection
 
 
+def runs_rate(env_id: str, steps: int, processes: int) -> float:
+    """Env steps per second of ``processes`` whole bf16 PPO runs of ``steps`` steps at once (seeds 0, 1, ...), from
+    their launch to the exit of the last, all of them counted."""
+    command = [sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', env_id, '--precision', 'bf16', '--max-steps',
+               str(steps), '--quiet']
+    start = time.perf_counter()
+    runs = [subprocess.Popen([*command, '--seed', str(seed)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            for seed in range(processes)]
+    for run in runs:
+        _, error = run.communicate()
+        if run.returncode:
+            raise SystemExit(f'{" ".join(run.args)} failed: {error.decode()[-2000:]}')
+    return processes * steps / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--env', default='PongNoFrameskip-v4')
     parser.add_argument('--rollouts', type=int, default=10, help='timed rollouts per precision (default: 10)')
     parser.add_argument('--seconds', type=float, default=10.0, help='seconds of each env stepping test')
+    parser.add_argument('--run-steps', type=int, default=40_960, help='steps of each whole run (default: 40,960)')
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format='%(message)s')
     logging.getLogger('xagents').setLevel(logging.WARNING)
@@ -105,6 +125,9 @@ def main() -> None:
         logger.info('  ceiling: the update alone allows %.0f env steps/s at its rate, %.0f at the matmul rate',
                     batch / update, peak / per_step)
         agent.envs.close()
+    alone, two = runs_rate(args.env, args.run_steps, 1), runs_rate(args.env, args.run_steps, 2)
+    logger.info('whole bf16 runs of %d steps: one alone %.0f env steps/s, two at once %.0f together (%.2fx)',
+                args.run_steps, alone, two, two / alone)
 
 
 if __name__ == '__main__':
