@@ -33,7 +33,7 @@ setup(
     package_data={'xagents': ['*/models/*.cfg', '*/hyperparameters.json']},
     install_requires=requirements(),
     extras_require=extras,
-    entry_points={'console_scripts': ['xagents=xagents.app.cli:main']},
+    entry_points={'console_scripts': ['xagents=xagents.app.command:main']},
     classifiers=[
         'Programming Language :: Python :: 3',
         'License :: OSI Approved :: MIT License',

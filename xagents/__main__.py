@@ -1,4 +1,4 @@
 """``python -m xagents ...``: the command line, as the installed ``xagents`` command."""
-from xagents.app.cli import main
+from xagents.app.command import main
 
 main()

@@ -12,6 +12,7 @@ import sys
 import xagents
 from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
+from xagents.app.command import interrupted
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import load_tensorflow
 from xagents.utils.presets import read_presets
@@ -449,16 +450,6 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # output piped into a program that stopped reading (| head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(1)
-
-
-def interrupted(error: BaseException) -> bool:
-    """Whether ``error`` comes from a Ctrl-C: one that lands in a C extension's initialisation (TensorFlow's, while
-    it loads) surfaces as that module's ImportError, caused by the KeyboardInterrupt."""
-    while error is not None:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
 
 
 def run_command(argv: list[str]) -> None:
