@@ -288,6 +288,10 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             raise ValueError(f'expected checkpoint paths, one per model ({", ".join(self.model_roles)}), got none')
         persistence.save_models(self, paths)
 
+    def model_checkpoints(self, paths: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+        """What :meth:`save_models` writes to each of ``paths``, copied now (for ``write_checkpoint`` later)."""
+        return persistence.model_checkpoints(self, paths)
+
     def load_weights(self, weights: Sequence[str]) -> None:
         """Load models (and optimizer states) saved by :meth:`save_models`, one path per role.
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from xagents.agent.persistence import model_checkpoints
 from xagents.training.run import format_reward
 from xagents.utils.atomic import atomic_write, remove_stale_temporaries
 from xagents.utils.checkpoints import write_checkpoint
@@ -78,7 +77,7 @@ class Checkpoints(Callback):
     def keep(self, run: Run) -> None:
         """Copy the models when the best reward rose (before a full window: the latest models)."""
         if self.paths and (run.best_reward > self.saved_best or run.games and not run.window_full):
-            self.pending = model_checkpoints(run.agent, self.paths)
+            self.pending = run.agent.model_checkpoints(self.paths)
             self.saved_best = run.best_reward
 
     def write(self, run: Run, now: bool = False) -> None:
