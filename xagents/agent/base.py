@@ -543,7 +543,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             save_keep: Periodic saves kept in save_dir (the oldest go).
             save_replay_buffer: Saves into save_dir include the replay buffer (off-policy agents, ACER),
                 so a run resumed from one learns at once.
-            checkpoints: Paths to save the best models to, one per model role (with their optimizers).
+            checkpoints: Paths to save the best models to, one per model role (with their optimizers); written
+                with the history at most every 2 seconds and at the end.
             history_checkpoint: Parquet file recording every finished episode.
             reward_buffer_size: Episodes averaged into the mean reward (target_reward, the best model).
             log_frequency: Log a progress line every this many finished episodes.
