@@ -49,6 +49,7 @@ class History:
             self.saved = read_history(path)
             check_identity(path, read_identity(path), self.identity)
         self.pending: list[tuple] = []
+        self.rewound = False
 
     def __len__(self) -> int:
         return len(self.saved) + len(self.pending)
@@ -65,18 +66,19 @@ class History:
         return new if self.saved.empty else pd.concat([self.saved, new], ignore_index=True)
 
     def rewind(self, step: int) -> int:
-        """Keep only the episodes that ended by env step ``step`` (those after it are written out at the next
-        flush); return how many were dropped."""
+        """Keep only the episodes that ended by env step ``step`` (the file loses the others at the next flush);
+        return how many were dropped."""
         frame = self.frame()
         kept = frame[frame['step'] <= step]
         self.saved, self.pending = kept.reset_index(drop=True), []
+        self.rewound = len(kept) < len(frame)  # the file still holds them: the next flush writes it
         return len(frame) - len(kept)
 
     def flush(self) -> None:
         """Write every row to ``path`` (if any) so that a kill leaves the last good file."""
-        if not self.pending:
+        if not self.pending and not self.rewound:
             return
-        self.saved, self.pending = self.frame().astype({'step': 'int64'}), []
+        self.saved, self.pending, self.rewound = self.frame().astype({'step': 'int64'}), [], False
         if self.path:
             table = pa.Table.from_pandas(self.saved, preserve_index=False)
             identity = {key: value for key, value in self.identity.items() if value is not None}
