@@ -106,12 +106,14 @@ def test_before_a_full_window_the_checkpoint_holds_the_latest_weights_and_says_s
 
 
 class FileWatch(Callback):
-    """After each round (the built-in callbacks' writes come first), when a new version of ``path`` appeared."""
+    """After each round (the built-in callbacks' writes come first), when a new version of ``path`` appeared; each
+    round is stretched by ``pause`` seconds, so that the run spans several 2-second periods on any machine."""
 
-    def __init__(self, path: str) -> None:
-        self.path, self.versions, self.last = path, [], None
+    def __init__(self, path: str, pause: float = 0.0) -> None:
+        self.path, self.pause, self.versions, self.last = path, pause, [], None
 
     def on_round(self, run):
+        time.sleep(self.pause)
         if os.path.exists(self.path):
             stat = os.stat(self.path)
             version = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
@@ -123,8 +125,8 @@ class FileWatch(Callback):
 def test_weights_and_history_are_written_every_two_seconds_and_at_the_end(workdir):
     """PPO's best on CartPole rises in most rounds: writing each rise took longer than the training. The files are
     written at most every 2 seconds and when the run ends, the weights on disk beside the history they go with."""
-    watch = FileWatch('h.parquet')
     agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
+    watch = FileWatch('h.parquet', pause=8.0 / (50_000 // (agent.n_envs * agent.n_steps)))  # 8 s of pauses in all
     run = agent.fit(max_steps=50_000, checkpoints=['w.tf'], history_checkpoint='h.parquet', callbacks=[watch])
     assert len(watch.versions) >= 2 and (np.diff(watch.versions) >= 2.0).all(), watch.versions
     history = read_history('h.parquet')
