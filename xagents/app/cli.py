@@ -14,7 +14,7 @@ from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
 from xagents.app.command import interrupted
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
-from xagents.utils.console import load_tensorflow
+from xagents.utils.console import CommandOutput, load_tensorflow
 from xagents.utils.presets import read_presets
 from xagents.app.signatures import static_constructors, static_function
 
@@ -414,7 +414,7 @@ def run_check_env(argv: list[str]) -> None:
 
 
 def configure_logging(quiet: bool) -> None:
-    logging.basicConfig(stream=sys.stdout, format='%(message)s',
+    logging.basicConfig(handlers=[CommandOutput()], format='%(message)s',
                         level=logging.WARNING if quiet else logging.INFO)
     for library in ('tensorflow', 'absl'):  # not their notes ('Assets written to ...' on every export)
         logging.getLogger(library).setLevel(logging.WARNING)
@@ -447,9 +447,6 @@ def main(argv: list[str] | None = None) -> None:
         if not interrupted(error):
             raise
         fail('xagents: interrupted', 130)
-    except BrokenPipeError:  # output piped into a program that stopped reading (| head)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(1)
 
 
 def run_command(argv: list[str]) -> None:

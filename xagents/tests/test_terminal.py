@@ -1,4 +1,5 @@
-"""Training in a real terminal: a pseudo-terminal, where the progress bar is drawn (pipes never see it)."""
+"""Training in a real terminal: a pseudo-terminal, where the progress bar is drawn (pipes never see it); and output
+piped into a program that stops reading (``| head``), which ends the command quietly."""
 from __future__ import annotations
 
 import fcntl
@@ -61,3 +62,49 @@ def test_training_from_a_python_script_in_a_terminal_draws_a_bar(workdir):
     assert status == 0, shown[-2000:]
     assert 'Traceback' not in shown and 'step/s' in shown
     assert float(shown.rsplit('mean reward', 1)[1].split()[0]) >= 150
+
+
+def run_into_closed_pipe(argv: list[str], lines: int, timeout: float = 120) -> tuple[int, str, float]:
+    """Run ``argv`` with stdout a pipe whose reader closes it after ``lines`` lines, as ``| head`` does; return (exit
+    status, stderr, seconds from the close to the exit)."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+    for _ in range(lines):
+        assert process.stdout.readline(), f'{argv} ended before writing {lines} lines'
+    process.stdout.close()
+    closed = time.monotonic()
+    try:
+        status = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f'{argv} went on {timeout} s after its output was closed')
+    return status, process.stderr.read().decode(errors='replace'), time.monotonic() - closed
+
+
+@pytest.mark.parametrize('argv', [['--help'], ['train'], ['train', 'ppo'], ['tune'], ['plot'],
+                                  ['check-env', 'CartPole-v1']], ids=' '.join)
+def test_output_into_a_closed_pipe_ends_quietly_with_sigpipes_status(xagents_command, argv):
+    status, err, _ = run_into_closed_pipe(xagents_command + argv, lines=0)
+    assert (status, err) == (141, '')
+
+
+def test_a_run_piped_to_head_stops_once_head_has_its_lines_keeping_its_files(workdir, xagents_command):
+    status, err, seconds = run_into_closed_pipe(xagents_command + [
+        'train', 'ppo', '--env', 'CartPole-v1', '--seed', '0', '--max-steps', '1000000', '--checkpoints', 'w.tf',
+        '--history-checkpoint', 'h.parquet'], lines=2)
+    assert (status, err) == (141, '')
+    assert seconds < 30  # the next progress line ends it, not the 1M steps
+    assert os.path.getsize('w.tf') > 0 and os.path.getsize('h.parquet') > 0  # written on the way out, as on Ctrl-C
+
+
+def test_a_search_piped_to_head_stops_leaving_no_running_trial(workdir, xagents_command):
+    import optuna
+    from optuna.storages.journal import JournalFileBackend
+
+    status, err, _ = run_into_closed_pipe(xagents_command + [
+        'tune', 'ppo', '--env', 'CartPole-v1', '--trial-steps', '500', '--n-reports', '1', '--n-trials', '20',
+        '--lr', '1e-4', '1e-2'], lines=2)
+    assert (status, err) == (141, '')
+    storage = optuna.storages.JournalStorage(JournalFileBackend('ppo-CartPole-v1.journal.log'))
+    states = [trial.state.name for trial in optuna.load_study(study_name='ppo-CartPole-v1', storage=storage).trials]
+    assert 0 < len(states) < 20 and 'RUNNING' not in states, states

@@ -7,6 +7,7 @@ import gc
 import importlib
 import logging
 import os
+import select
 import sys
 from typing import Iterator
 
@@ -60,3 +61,38 @@ def console_logging() -> None:
     library.addHandler(handler)
     library.setLevel(logging.INFO)
     library.propagate = False  # logging configured later would print each line twice
+
+
+class OutputClosed(Exception):
+    """Standard output's reader went away (``xagents ... | head`` once head has its lines): the command ends,
+    quietly, as a program that SIGPIPE ends (see :mod:`xagents.app.command`)."""
+
+
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error on its write end)."""
+    poller = select.poll()
+    poller.register(1, 0)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null: what Python still buffers for stdout, and every later line, go nowhere
+    (Python's recipe for a closed pipe: https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
+class CommandOutput(logging.StreamHandler):
+    """The command's log lines on stdout. Where stdout's reader has gone, :class:`OutputClosed` is raised from
+    the logging call (logging's own way, a traceback per line while the run goes on, is replaced), so a run or
+    a search piped to ``head`` stops once head has read its lines."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError) and self.stream is sys.stdout and stdout_closed():
+            silence_stdout()
+            raise OutputClosed('standard output was closed') from None
+        super().handleError(record)
