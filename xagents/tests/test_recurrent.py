@@ -14,6 +14,7 @@ from xagents.utils.envs import create_envs
 from xagents.utils.export import FORMATS, load_exported
 from xagents.utils.models import CfgError, NumpyForward, Output, build_model
 from xagents.utils.recurrence import Memory, in_sequences
+from xagents.utils.returns import gae
 
 MODELS = os.path.join(os.path.dirname(xagents.utils.toy_envs.__file__), '..', 'agent', 'models')
 VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -117,6 +118,108 @@ def test_training_sequences_reproduce_the_collection_time_log_probabilities(agen
     np.testing.assert_allclose(values.numpy()[:, 0], in_sequences(length, rollout.values)[0].reshape(-1), atol=2e-5)
 
 
+def replayed(env_id: str, seed: int, actions: np.ndarray, **make_kwargs) -> dict:
+    """Each env of a vector env seeded with ``seed`` replayed alone from its ``(T, E)`` actions: what it acted on
+    (``observations (T, E, ...)``), ended (``terminated``, ``truncated``), its final observations (where an episode
+    ended) and the observation after the last step."""
+    steps, n_envs = actions.shape[:2]
+    observations = np.zeros((steps + 1, n_envs, *gym.make(env_id).observation_space.shape), np.float32)
+    finals = np.zeros_like(observations[:-1])
+    terminated, truncated = np.zeros((steps, n_envs), bool), np.zeros((steps, n_envs), bool)
+    for env_index in range(n_envs):
+        env = gym.make(env_id, **make_kwargs)
+        observations[0, env_index], _ = env.reset(seed=seed + env_index)
+        for t in range(steps):
+            observation, _, terminated[t, env_index], truncated[t, env_index], _ = env.step(actions[t, env_index])
+            finals[t, env_index] = observation
+            if terminated[t, env_index] or truncated[t, env_index]:
+                observation, _ = env.reset()
+            observations[t + 1, env_index] = observation
+    return {'observations': observations[:-1], 'last': observations[-1], 'finals': finals,
+            'terminated': terminated, 'truncated': truncated}
+
+
+def stepped(model, observations: np.ndarray, starts: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The model run one vector step at a time over every env's whole trajectory ``(T, E, ...)`` from a zero state,
+    the state zeroed by hand where ``starts`` ``(T, E)`` says an episode begins (the layer itself never resets
+    here); returns each step's outputs and the state after it."""
+    state = np.zeros((observations.shape[1], int(model.outputs[-1].shape[-1])), np.float32)
+    outputs, after = [], []
+    for t in range(len(observations)):
+        state = np.where(starts[t][:, None], 0.0, state).astype(np.float32)
+        *step, state = model([observations[t], np.zeros((len(state), 1), np.float32), state])
+        state = state.numpy()
+        outputs.append([output.numpy() for output in step])
+        after.append(state)
+    return outputs, after
+
+
+@pytest.mark.parametrize('agent_class, kind, settings', [
+    (PPO, 'lstm', {'ppo_epochs': 1, 'mini_batches': 1, 'normalize_advantages': False}),
+    (A2C, 'gru', {}),
+])
+def test_the_update_sees_each_envs_trajectory_as_its_steps_and_a_truncation_bootstraps_from_the_carried_state(
+        agent_class, kind, settings):
+    """Through the agent's own collection and ``train_once``, with CartPole's time limit cut to 20 steps so that
+    episodes end (terminated or truncated) and begin inside sequences: the model run step by step over each env's
+    whole trajectory (replayed alone, resets by hand) gives the stored values and log-probabilities, a truncated
+    step's reward is ``1 + gamma * V(final observation)`` under the state carried to it, and the update's first
+    losses are those of these step-by-step values and log-probabilities."""
+    env_id, seed, limit = 'CartPoleNoVel-v1', 2, {'max_episode_steps': 20}
+    agent = agent_class(create_envs(env_id, n_envs=3, seed=seed, env_kwargs=limit), recurrent=kind, n_steps=32,
+                        sequence_length=8, seed=seed, **settings)
+    model = agent.model
+    for layer in model.layers:  # heads large enough that a wrong state changes every output visibly
+        if layer.weights and layer.weights[0].shape[-1] in (1, 2):
+            layer.set_weights([weight * (10.0 if layer.weights[0].shape[-1] == 1 else 100.0)
+                               for weight in layer.get_weights()])
+    agent.on_weights_changed()
+    agent.start_envs()
+    first = agent.collect()
+    first = {name: np.array(getattr(first, name)) for name in ('observations', 'actions')}
+    weights = model.get_weights()  # (what both rollouts were collected with)
+    metrics = {name: float(value) for name, value in agent.train_once().items()}  # collects the second rollout
+    model.set_weights(weights)
+    second = agent.rollout
+    actions = np.concatenate([first['actions'], second.actions])
+    env = replayed(env_id, seed, actions, **limit)
+    np.testing.assert_allclose(env['observations'], np.concatenate([first['observations'], second.observations]))
+    dones = env['terminated'] | env['truncated']
+    starts = np.concatenate([np.ones((1, 3), bool), dones[:-1]])
+    late = slice(32, None)  # the second rollout's steps
+    assert env['terminated'][late].any() and env['truncated'][late].any()
+    assert (starts[late][np.arange(32) % 8 > 0]).any()  # an episode begins inside a sequence
+    outputs, after = stepped(model, env['observations'], starts)
+    logits = np.stack([output[0] for output in outputs])[late]
+    values = np.stack([output[1][:, 0] for output in outputs])[late]
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    log_probs = np.take_along_axis(log_softmax, second.actions[..., None].astype(int), -1)[..., 0]
+    np.testing.assert_allclose(second.values, values, atol=1e-5)
+    np.testing.assert_allclose(second.log_probs, log_probs, atol=1e-5)
+    np.testing.assert_array_equal(second.dones, dones[late])
+    # A truncated step adds gamma * V(final observation), its value under the state carried to it (not a fresh one).
+    truncated = env['truncated'][late] & ~env['terminated'][late]
+    expected_rewards = np.ones((32, 3), np.float32)
+    for t, env_index in np.argwhere(truncated):
+        state = after[32 + t][env_index:env_index + 1]
+        final = model([env['finals'][32 + t, env_index:env_index + 1], np.zeros((1, 1), np.float32), state])[1]
+        expected_rewards[t, env_index] += agent.gamma * float(final.numpy()[0, 0])
+        fresh = model([env['finals'][32 + t, env_index:env_index + 1], np.ones((1, 1), np.float32), state])[1]
+        assert abs(float(fresh.numpy()[0, 0]) - float(final.numpy()[0, 0])) > 1e-3  # (the state makes a difference)
+    np.testing.assert_allclose(second.rewards, expected_rewards, atol=1e-5)
+    # The update's first losses, from its sequences and their stored first states, are those of the steps.
+    last_state = np.where(dones[-1][:, None], 0.0, after[-1]).astype(np.float32)
+    last_values = model([env['last'], np.zeros((3, 1), np.float32), last_state])[1].numpy()[:, 0]
+    advantages, returns = gae(expected_rewards, values, dones[late].astype(np.float32), last_values, agent.gamma,
+                              agent.lam)
+    probabilities = np.exp(log_softmax)
+    expected = {'value_loss': np.mean((returns - values) ** 2),
+                'entropy': np.mean(-(probabilities * log_softmax).sum(-1)),
+                'policy_loss': -np.mean(advantages * (1.0 if agent_class is PPO else log_probs))}
+    for name, value in expected.items():
+        np.testing.assert_allclose(metrics[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_collection_carries_each_envs_state_and_zeroes_it_where_its_episode_starts():
     agent, rollout = collected(PPO, recurrent='lstm', n_steps=32, mini_batches=1)
     starts, states = rollout.episode_starts, rollout.states
@@ -159,7 +262,8 @@ def test_predict_takes_and_returns_the_state_and_matches_the_policy_stepped_thro
     with pytest.raises(ValueError, match=r'expected a state shaped \(3, 256\)'):
         agent.predict(np.zeros((3, 4), np.float32), state=np.zeros((2, 256)))
     feedforward = PPO.from_env('CartPole-v1', n_envs=2, quiet=True)
-    assert np.shape(feedforward.predict(np.zeros(4, np.float32))) == ()
+    action, state = feedforward.predict(np.zeros(4, np.float32))
+    assert np.shape(action) == () and state is None
     with pytest.raises(ValueError, match='PPO has no memory: state and episode_start are for recurrent policies'):
         feedforward.predict(np.zeros(4, np.float32), state=np.zeros(8))
 
