@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from scipy import special, stats
 
-from xagents.utils.distributions import Categorical, DiagGaussian, distribution_for
+from xagents.utils.distributions import Categorical, DiagGaussian, StateDependentNoise, distribution_for
 
 RNG = np.random.default_rng(0)
 LOGITS = RNG.normal(0, 2, (6, 4)).astype(np.float32)
@@ -84,6 +84,26 @@ def test_graph_mode_gives_the_same_values():
     p, q = probabilities(LOGITS), probabilities(OTHER_LOGITS)
     np.testing.assert_allclose(entropy, stats.entropy(p, axis=-1), rtol=1e-5)
     np.testing.assert_allclose(kl, stats.entropy(p, q, axis=-1), rtol=1e-4)
+
+
+def test_gsde_computes_in_float32_from_bfloat16_features():
+    """A bf16 model's features (a Keras model of one's own may give them) are squared and multiplied in float32:
+    the log std and the noise are float32 and as float64 gives them to float32's precision."""
+    import ml_dtypes
+
+    features = np.abs(RNG.normal(0, 2, (64, 32))).astype(ml_dtypes.bfloat16)
+    log_sigma = RNG.normal(0, 1, (32, 3)).astype(np.float32)
+    exact = 0.5 * np.log(features.astype(np.float64) ** 2 @ np.exp(2 * log_sigma.astype(np.float64)) + 1e-6)
+    log_std = StateDependentNoise.log_std_np(features, log_sigma)
+    graph_log_std = StateDependentNoise.log_std(tf.constant(features), tf.constant(log_sigma))
+    assert log_std.dtype == np.float32 and graph_log_std.dtype == tf.float32
+    np.testing.assert_allclose(log_std, exact, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(graph_log_std, exact, rtol=1e-6, atol=1e-6)
+    sde = StateDependentNoise()
+    noise = sde.noise(features, log_sigma, np.random.default_rng(0))
+    exact_noise = np.einsum('bf,bfa->ba', features.astype(np.float64), sde.matrices.astype(np.float64))
+    assert noise.dtype == np.float32
+    np.testing.assert_allclose(noise, exact_noise, rtol=1e-5, atol=1e-5)
 
 
 def test_distribution_for_refuses_other_spaces():

@@ -73,6 +73,38 @@ def kl(p: np.ndarray, q: np.ndarray) -> float:
     """Mean KL(p || q) over a batch of categorical distributions."""
     return float(np.mean(np.sum(p * np.log(p / q), axis=-1)))
 
+def sde_log_probs(features, log_sigma, mean, actions) -> np.ndarray:
+    """gSDE's Gaussian log-probabilities of ``actions``, worked out in float64 from the given features."""
+    f, sigma = np.asarray(features, np.float64), np.exp(np.asarray(log_sigma, np.float64))
+    std = np.sqrt(f ** 2 @ sigma ** 2 + 1e-6)
+    z = (np.asarray(actions, np.float64) - np.asarray(mean, np.float64)) / std
+    return -0.5 * (z ** 2).sum(-1) - np.log(std).sum(-1) - 0.5 * z.shape[-1] * np.log(2 * np.pi)
+
+
+def test_bf16_gsde_log_probs_are_float32_ones_of_its_features():
+    """The hidden layers compute in bfloat16, gSDE's features leave the model and enter its noise and log-probs
+    in float32: acting's and the update's log-probs are those of the features to float32's precision (in
+    bfloat16 the features squared moved them by ~3e-3)."""
+    agent = PPO.from_env('Pendulum-v1', seed=0, quiet=True, precision='bf16', use_sde=True, log_std_init=0.5)
+    assert agent.model.layers[1].compute_dtype == 'bfloat16'
+    assert [output.dtype for output in agent.model.outputs] == ['float32'] * 3  # means, value, features
+    observations = np.random.default_rng(0).uniform(-1, 1, (256, 3)).astype(np.float32)
+    (mean, features), _ = agent.forward(observations)
+    actions, log_probs = agent.sample_actions((mean, features))
+    log_sigma = agent.model.log_std.numpy()
+    np.testing.assert_allclose(log_probs, sde_log_probs(features, log_sigma, mean, actions), rtol=0, atol=2e-6)
+
+    @tf.function
+    def update_log_probs(observations, actions):  # as the update computes them
+        params, _ = agent.policy_value(observations)
+        return agent.log_prob_entropy(params, actions)[0], params
+
+    graph_log_probs, (graph_mean, graph_features) = update_log_probs(observations, actions)
+    np.testing.assert_allclose(graph_log_probs, sde_log_probs(graph_features, log_sigma, graph_mean, actions),
+                               rtol=0, atol=2e-6)
+    np.testing.assert_allclose(graph_log_probs, log_probs, rtol=0, atol=2e-6)
+
+
 def test_bf16_saves_and_loads_and_small_networks_act_in_numpy_only_in_float32(tmp_path):
     agent = DQN.from_env('CartPole-v1', seed=0, quiet=True, precision='bf16', buffer_initial_size=64)
     assert agent.models['model'].layers[1].compute_dtype == 'bfloat16'
@@ -82,7 +114,7 @@ def test_bf16_saves_and_loads_and_small_networks_act_in_numpy_only_in_float32(tm
     loaded = DQN.load(str(tmp_path / 'saved'))
     assert loaded.precision == 'bf16' and loaded.models['model'].layers[1].compute_dtype == 'bfloat16'
     observation = np.zeros((1, 4), np.float32)
-    np.testing.assert_array_equal(agent.predict(observation), loaded.predict(observation))
+    np.testing.assert_array_equal(agent.predict(observation)[0], loaded.predict(observation)[0])
 
 
 @pytest.mark.parametrize('path', ['policy', 'policy.tflite', 'policy.onnx'])
@@ -94,9 +126,9 @@ def test_a_bf16_agent_exports_a_float32_policy_every_runtime_takes(tmp_path, pat
     exact.model.set_weights(agent.model.get_weights())
     path = agent.export(str(tmp_path / path))
     observations = np.random.default_rng(0).uniform(-1, 1, (16, 3)).astype(np.float32)
-    np.testing.assert_allclose(load_exported(path)(observations), exact.predict(observations), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(load_exported(path)(observations), exact.predict(observations)[0], rtol=1e-5, atol=1e-7)
     assert agent.model.layers[1].compute_dtype == 'bfloat16'  # the agent itself still computes in bf16
-    assert not np.allclose(agent.predict(observations), exact.predict(observations), rtol=1e-5, atol=1e-7)
+    assert not np.allclose(agent.predict(observations)[0], exact.predict(observations)[0], rtol=1e-5, atol=1e-7)
 
 
 def test_an_unknown_precision_is_refused_in_one_line(xagents_cli, workdir):

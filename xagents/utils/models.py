@@ -358,7 +358,8 @@ def build_model(
         if features and len(results) == 1:
             last_hidden = y
     if features:
-        results.append(last_hidden)
+        # gSDE's features: its noise and log-probs are computed in float32 whatever the hidden layers' precision.
+        results.append(last_hidden if dtype is None else tf.keras.ops.cast(last_hidden, 'float32'))
     if memory:
         results.append(memory.next_state())
         inputs = [inputs, memory.starts, memory.state]
