@@ -17,7 +17,8 @@ def requirements(extra: str | None = None) -> list[str]:
     return found
 
 
-extras = {extra: requirements(extra) for extra in ('test', 'postgres', 'mysql', 'tensorboard', 'export', 'distributed', 'docs')}
+extras = {extra: requirements(extra)
+          for extra in ('test', 'postgres', 'mysql', 'tensorboard', 'export', 'distributed', 'robotics', 'docs')}
 extras['all'] = sorted({requirement for group in extras.values() for requirement in group})
 
 setup(

@@ -10,8 +10,9 @@ from xagents.utils.envs import is_atari
 def read_presets(package: str, env_id: str) -> dict:
     """The settings tuned for ``env_id`` in ``package``'s ``hyperparameters.json`` (``xagents.ppo``).
 
-    ``default`` applies to every env, ``atari`` to ALE ids, then the env's own entry; later entries
-    override earlier ones (and explicit arguments override them all). The file is read as a
+    ``default`` applies to every env, ``atari`` to ALE ids, then the env's own entry (an id given with its module,
+    ``gymnasium_robotics:FetchReach-v4``, by the id alone); later entries override earlier ones (and explicit
+    arguments override them all). The file is read as a
     resource beside the package, without importing it (and TensorFlow with it).
     """
     root, *inner = package.split('.')
@@ -23,5 +24,5 @@ def read_presets(package: str, env_id: str) -> dict:
     values = dict(table.get('default', {}))
     if is_atari(env_id):
         values.update(table.get('atari', {}))
-    values.update(table.get(env_id, {}))
+    values.update(table.get(env_id.rpartition(':')[2], {}))
     return values
