@@ -19,7 +19,8 @@ from xagents.utils.checkpoints import checkpoint_arrays, read_checkpoint, save_c
 from xagents.utils.envs import ENV_PARAMETERS, as_vector_env, create_envs, env_settings, vector_settings
 from xagents.utils.history import check_identity
 from xagents.utils.readback import damaged, read_arrays
-from xagents.utils.saved import FIX, MANIFEST, check_settings, json_values, read_manifest, saved_file, write_manifest
+from xagents.utils.saved import (FIX, MANIFEST, check_settings, json_values, read_manifest, saved_agent, saved_file,
+                                 write_manifest)
 
 if TYPE_CHECKING:
     from xagents.agent.base import BaseAgent
@@ -86,8 +87,8 @@ def trained_normalisation(weights: Sequence[str]) -> dict[str, bool]:
 def load_weights(agent: BaseAgent, weights: Sequence[str]) -> None:
     """Load models (and optimizer states) saved by :func:`save_models`, one path per role, or a directory
     written by :func:`save` (see :meth:`BaseAgent.load_weights`)."""
-    if len(weights) == 1 and os.path.isdir(weights[0]):  # a directory written by save
-        agent.restore(weights[0])
+    if len(weights) == 1 and os.path.isdir(weights[0]):  # a directory written by save (or a save_dir: its latest)
+        agent.restore(saved_agent(weights[0]))
         return
     checkpoints = [read_checkpoint(path) for path in weights]
     for checkpoint in checkpoints:  # another agent's weights are named as such, before their count
@@ -132,7 +133,8 @@ def save(agent: BaseAgent, path: str, include_buffer: bool = False) -> str:
 
 
 def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
-    """Rebuild an agent saved by :func:`save` (see :meth:`BaseAgent.load`)."""
+    """Rebuild an agent saved by :func:`save`, or the latest save of a save_dir (see :meth:`BaseAgent.load`)."""
+    path = saved_agent(path)
     manifest = read_manifest(path)
     if manifest['agent'] != cls.__name__:
         raise ValueError(f'{path} holds a saved {manifest["agent"]}, not {cls.__name__}: load it as '

@@ -2,26 +2,24 @@
 
 ``fit`` builds its own from its arguments and the agent's settings, in this order: checkpoints and
 history file, progress lines, progress bar, evaluation, metric sinks (wandb, TensorBoard),
-plateau rules; then the user's. A callback overrides the events it needs (see :class:`xagents.training.run.Run`)
+whole-agent saves, plateau rules; then the user's. A callback overrides the events it needs (see :class:`xagents.training.run.Run`)
 and stops training by returning False from ``on_round`` or ``on_episode``.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
 import sys
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from xagents.training.run import format_reward
 from xagents.utils.atomic import atomic_write, remove_stale_temporaries
 from xagents.utils.checkpoints import write_checkpoint
-from xagents.utils.readback import read_json
-from xagents.utils.saved import MANIFEST, remove_interrupted_save
+from xagents.utils.saved import MANIFEST, STEP_SAVE, read_score, remove_interrupted_save, write_score
 
 if TYPE_CHECKING:
     from xagents.training.run import Episode, Run
@@ -48,7 +46,8 @@ class Callback:
         """Metrics were logged at the run's current step."""
 
     def on_stop(self, run: Run) -> None:
-        """Training ended (``run.reason`` says why; None after an exception)."""
+        """Training ended (``run.reason`` says why: a stop rule, or an interruption by Ctrl-C or SIGTERM; None after
+        an error)."""
 
 
 class Checkpoints(Callback):
@@ -192,47 +191,83 @@ class Evaluation(Callback):
 
 
 class Saves(Callback):
-    """Whole-agent saves (``agent.save``) into ``directory``: every ``frequency`` env steps as
-    ``step-N`` (the newest ``keep`` kept), and, when the run evaluates, the best-evaluated agent as
-    ``best-eval`` (Stable-Baselines3's ``CheckpointCallback`` and ``EvalCallback``'s best model).
+    """Whole-agent saves (``agent.save``) into ``directory``: every ``frequency`` env steps and when training ends
+    (its target reached, its steps done, stopped early, or interrupted by Ctrl-C or SIGTERM; not after an error) as
+    ``step-N``, the newest ``keep`` kept; and, when the run evaluates, the best-evaluated agent as ``best-eval``
+    (Stable-Baselines3's ``CheckpointCallback`` and ``EvalCallback``'s best model, RL Zoo's final model).
 
     Raises:
         ValueError: (when built) ``best-eval.json``, the score of ``best-eval``, is damaged.
     """
 
     def __init__(self, directory: str, frequency: int | None = None, keep: int = 3,
-                 include_buffer: bool = False) -> None:
+                 include_buffer: bool = False, quiet: bool = False) -> None:
         self.directory, self.frequency, self.keep, self.include_buffer = directory, frequency, keep, include_buffer
-        self.due, self.best_eval = 0, -np.inf
+        self.quiet, self.due, self.best_eval, self.saved_step = quiet, 0, -np.inf, None
         self.score_path = os.path.join(directory, 'best-eval.json')  # best-eval's score, across runs
         # A resumed run replaces best-eval only with a better agent. Without best-eval's manifest (a kill
         # in its first save), the score is of no agent.
         if os.path.exists(self.score_path) and os.path.exists(os.path.join(directory, 'best-eval', MANIFEST)):
-            self.best_eval = read_json(self.score_path, {'eval_reward': ('a number',), 'step': ('an integer',)},
-                                       'delete it to let the next evaluation replace best-eval, however it '
-                                       'scores')['eval_reward']
+            self.best_eval = read_score(self.score_path)
 
     def on_start(self, run: Run) -> None:
-        self.due = run.steps + (self.frequency or 0)
+        self.due, self.saved_step = run.steps + (self.frequency or 0), run.steps  # (what it was loaded from, if any)
         removed = remove_stale_temporaries(self.score_path)  # what a kill during a save left
         for name in os.listdir(self.directory) if os.path.isdir(self.directory) else ():
             if (name == 'best-eval' or name.startswith('step-')) and os.path.isdir(os.path.join(self.directory, name)):
                 removed += remove_interrupted_save(os.path.join(self.directory, name))
         for path in removed:
             logger.info('Removed %s, left by an interrupted save', path)
+        if not self.quiet:
+            logger.info('Saving the agent into %s', save_times(self.directory, self.frequency, self.keep,
+                                                                any(isinstance(callback, Evaluation)
+                                                                    for callback in run.callbacks)))
 
     def on_round(self, run: Run) -> None:
         if run.eval_reward > self.best_eval:
             self.best_eval = run.eval_reward
             # The score first: a kill between the two leaves a score no lower than the agent saved.
-            with atomic_write(self.score_path) as file:
-                file.write(json.dumps({'eval_reward': run.eval_reward, 'step': run.steps}).encode())
+            write_score(self.score_path, run.eval_reward, run.steps)
             run.agent.save(os.path.join(self.directory, 'best-eval'), self.include_buffer)
         if self.frequency and run.steps >= self.due:
             self.due = run.steps + self.frequency
-            run.agent.save(os.path.join(self.directory, f'step-{run.steps:012d}'), self.include_buffer)
-            for old in sorted(name for name in os.listdir(self.directory) if name.startswith('step-'))[:-self.keep]:
-                shutil.rmtree(os.path.join(self.directory, old))
+            self.save(run)
+
+    def on_stop(self, run: Run) -> None:
+        if run.reason is not None and run.steps != self.saved_step:  # ended, not failed; and trained since a save
+            path = self.save(run)
+            if not self.quiet:
+                logger.info('Saved the agent as %s', path)
+
+    def save(self, run: Run) -> str:
+        """Save the agent as ``step-N``, then delete the oldest others beyond ``keep``; return its path."""
+        name = f'step-{run.steps:012d}'
+        run.agent.save(os.path.join(self.directory, name), self.include_buffer)
+        self.saved_step = run.steps
+        others = sorted(other for other in os.listdir(self.directory) if STEP_SAVE.match(other) and other != name)
+        for old in others[:max(len(others) - (self.keep - 1), 0)]:
+            shutil.rmtree(os.path.join(self.directory, old))
+        return os.path.join(self.directory, name)
+
+
+def save_times(directory: str, frequency: int | None, keep: int, evaluating: bool = False) -> str:
+    """When saves into ``directory`` happen, as the line at a run's start says it: '``directory`` as step-N every
+    10000 steps and when training ends (the newest 3 kept); the best-evaluated one as best-eval'."""
+    every = f'every {frequency} steps and ' if frequency else ''
+    kept = f' (the newest {keep} kept)' if frequency else ''
+    best = f'; the best-evaluated one as {os.path.join(directory, "best-eval")}' if evaluating else ''
+    return f'{directory} as step-N {every}when training ends{kept}{best}'
+
+
+class OnStart(Callback):
+    """Calls ``function(run)`` when training starts, once the run's checks passed (the command line says there where
+    the run's results go)."""
+
+    def __init__(self, function: Callable[[Run], None]) -> None:
+        self.function = function
+
+    def on_start(self, run: Run) -> None:
+        self.function(run)
 
 
 class Plateau(Callback):

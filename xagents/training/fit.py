@@ -51,6 +51,9 @@ def train(agent: BaseAgent, settings: SimpleNamespace) -> Run:
                 if agent.lr_decay_steps:
                     agent.update_learning_rates()
                 run.end_round(metrics, agent.take_episodes())
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM on the command line: the run ends in order, its files written
+            run.stop(f'Interrupted at step {agent.steps}')
+            raise
         finally:
             run.finish()
     finally:
@@ -94,7 +97,7 @@ def built_in_callbacks(agent: BaseAgent, settings: SimpleNamespace) -> list[Call
         callbacks.append(TensorBoard(settings.tensorboard))
     if settings.save_dir:
         callbacks.append(Saves(settings.save_dir, settings.save_frequency, settings.save_keep,
-                               settings.save_replay_buffer))
+                               settings.save_replay_buffer, quiet=quiet))
     if settings.plateau_start_steps is not None:
         callbacks.append(Plateau(settings.plateau_start_steps, settings.plateau_reduce_factor,
                                  settings.plateau_reduce_patience, settings.early_stop_patience))

@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
+import math
 import os
 import re
+import zlib
 from typing import Any
 
 from xagents.version import __version__
@@ -31,6 +34,9 @@ FIELDS = {
     'env': ('an object', 'null'), 'training_state': ('an object',),
 }
 FIX = 'load another save'
+STEP_SAVE = re.compile(r'^step-(\d+)$')  # the periodic and final saves of a save_dir
+SCORE_FIX = 'delete it to let the next evaluation replace best-eval, however it scores'
+logger = logging.getLogger('xagents')
 
 
 def write_manifest(directory: str, manifest: dict[str, Any]) -> None:
@@ -70,6 +76,63 @@ def read_manifest(directory: str) -> dict[str, Any]:
         if not os.path.isfile(os.path.join(directory, name)):
             raise ValueError(f'{directory} is incomplete: {name} is missing; {FIX}')
     return manifest
+
+
+def latest_save(directory: str) -> str | None:
+    """The save of the highest step among the whole ``step-N`` saves of the save_dir ``directory`` (those with a
+    manifest), or None."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return None
+    steps = {int(match[1]): name for name in names if (match := STEP_SAVE.match(name))
+             and os.path.isfile(os.path.join(directory, name, MANIFEST))}
+    return os.path.join(directory, steps[max(steps)]) if steps else None
+
+
+def saved_agent(path: str) -> str:
+    """``path``, a directory written by ``save``; or, given a save_dir (``fit``'s, holding ``step-N`` saves and no
+    manifest), its latest save, which a run resumes from."""
+    if os.path.isfile(os.path.join(path, MANIFEST)):
+        return path
+    latest = latest_save(path)
+    if latest is None:
+        return path
+    logger.info('Loading %s, the latest save in %s', latest, path)
+    return latest
+
+
+def write_score(path: str, eval_reward: float, step: int) -> None:
+    """Write best-eval's score (``best-eval.json``): its evaluation reward and step, with a CRC-32 of both, so a
+    changed byte is refused on resume rather than read as another score."""
+    record = {'eval_reward': float(eval_reward), 'step': int(step)}
+    record['crc32'] = zlib.crc32(json.dumps(record, sort_keys=True).encode())
+    with atomic_write(path) as file:
+        file.write(json.dumps(record).encode())
+
+
+def read_score(path: str) -> float:
+    """The evaluation reward of best-eval's score written by :func:`write_score`, checked.
+
+    Raises:
+        ValueError: the record is not JSON, lacks a field, holds one of another kind, one more than it should, a
+            score that is not finite, or a CRC-32 that does not match (a changed byte). A record without a CRC-32
+            (written before records had one) is read without that check.
+    """
+    fields = {'eval_reward': ('a number',), 'step': ('an integer',)}
+    record = read_json(path, fields, SCORE_FIX)
+    extra = sorted(set(record) - {*fields, 'crc32'})
+    if extra:
+        raise damaged(path, f'expected the fields eval_reward, step and crc32, got "{extra[0][:40]}" too', SCORE_FIX)
+    if isinstance(record['eval_reward'], float) and not math.isfinite(record['eval_reward']):
+        raise damaged(path, f'expected "eval_reward" to be finite, got {record["eval_reward"]}', SCORE_FIX)
+    if 'crc32' in record:
+        check_fields(path, record, {'crc32': ('an integer',)}, SCORE_FIX)
+        crc32 = zlib.crc32(json.dumps({name: record[name] for name in fields}, sort_keys=True).encode())
+        if record['crc32'] != crc32:
+            raise damaged(path, f'expected "crc32" to be {crc32}, the CRC-32 of its fields, got {record["crc32"]}',
+                          SCORE_FIX)
+    return float(record['eval_reward'])
 
 
 def saved_file(directory: str, manifest: dict[str, Any], role: str) -> str:
