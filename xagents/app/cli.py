@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import contextlib
 import gc
 import logging
 import os
+import re
+import shlex
 import signal
 import sys
 
@@ -28,7 +31,14 @@ COMMANDS = {
     'check-env': 'check an environment: its spaces, the agents that take them, its action masks, random steps',
 }
 logger = logging.getLogger('xagents')
+# Where a run's results go, said even with --quiet: a run writes there unasked (runs/...), or keeps nothing.
+outputs_logger = logging.getLogger('xagents.outputs')
 ENV_HELP = 'Gymnasium environment id, e.g. CartPole-v1 or PongNoFrameskip-v4'
+RUNS = 'runs'  # a train command given no output writes into RUNS/AGENT/ENV_N (RL Zoo's logs/ALGO/ENV_N)
+RUN_HISTORY, RUN_SAVES = 'history.parquet', 'saves'  # inside such a run folder
+OUTPUTS = ('checkpoints', 'history_checkpoint', 'save_dir')  # what a run keeps, the run folder's or the user's
+NO_SAVE_HELP = (f'keep nothing: no weights, history or saves (without --checkpoints, --history-checkpoint or '
+                f'--save-dir, a run writes its history and its saves into a new run folder, {RUNS}/AGENT/ENV_N)')
 
 
 def usage() -> str:
@@ -121,6 +131,7 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
         group = parser.add_argument_group('training flags')
         for flag in training_flags():
             shown(flag).add_to(group)
+        group.add_argument('--no-save', action='store_true', default=argparse.SUPPRESS, help=NO_SAVE_HELP)
     else:
         group = parser.add_argument_group(f'{command} flags')
         for flag in COMMAND_FLAGS[command]():
@@ -149,6 +160,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
 
     env_id = args.pop('env')
     weights = args.pop('weights', None)
+    no_save = args.pop('no_save', False)
     command_names = {flag.name for flag in base_flags('fit')} if command == 'train' else {
         flag.name for flag in COMMAND_FLAGS[command]()} - {'weights'}
     run_args = {name: args.pop(name) for name in list(args) if name in command_names}
@@ -172,7 +184,13 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
             if weights:
                 instance.load_weights(weights)
         if command == 'train':
-            instance.fit(**run_args)
+            folder = run_outputs(agent, env_id, argv, run_args, instance.run_defaults, no_save)
+            try:
+                instance.fit(**run_args)
+            finally:
+                for made in folder:  # a refused run leaves no folder (a run that wrote leaves its files)
+                    with contextlib.suppress(OSError):
+                        os.rmdir(made)
         elif command == 'export':
             logger.info('Policy written to %s', instance.export(**run_args))
             instance.envs.close()
@@ -205,6 +223,77 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     finally:
         if instance is not None:
             close_envs(instance.envs)
+
+
+def run_outputs(agent: str, env_id: str, argv: list[str], run_args: dict, run_defaults: dict,
+                no_save: bool) -> list[str]:
+    """Give a train command without outputs of its own (none of ``OUTPUTS``) a new run folder for its history and
+    saves, as RL Zoo does, or keep nothing with ``no_save``; the run says which when it starts (after its checks).
+
+    Returns:
+        The folders made (the run folder first), for the caller to remove if left empty (a refused run).
+    """
+    from xagents.training.callbacks import OnStart
+
+    given = [name for name in OUTPUTS if run_args.get(name) or run_defaults.get(name)]
+    if no_save and given:
+        raise ValueError(f'--no-save keeps nothing, and --{given[0].replace("_", "-")} asks to keep files: give one '
+                         'of them')
+    if given:
+        return []
+    made = [] if no_save else new_run_folder(agent, env_id)
+    if no_save:
+        line = 'Nothing of this run is kept (--no-save): no weights, history or saves'
+    else:
+        run_args['history_checkpoint'] = history = os.path.join(made[0], RUN_HISTORY)
+        run_args['save_dir'] = saves = os.path.join(made[0], RUN_SAVES)
+        line = (f'Run folder {made[0]} (its history in {RUN_HISTORY}, the agent saved into {RUN_SAVES}/); go on '
+                f'from its latest save with: {resume_command(agent, argv, history, saves)}')
+    run_args['callbacks'] = [*run_args.get('callbacks', ()), OnStart(lambda run: outputs_logger.info(line))]
+    return made
+
+
+def new_run_folder(agent: str, env_id: str) -> list[str]:
+    """Make the next free run folder ``runs/AGENT/ENV_N`` (N one more than the highest there; taken by making it,
+    so runs started together take one each); return it and the folders made for it, deepest first.
+
+    Raises:
+        ValueError: no folder can be made there.
+    """
+    from xagents.utils.atomic import check_writable
+
+    parent = os.path.join(RUNS, agent)
+    check_writable(parent, directory=True)
+    made, missing = [], parent
+    while missing and not os.path.isdir(missing):
+        made.append(missing)
+        missing = os.path.dirname(missing)
+    os.makedirs(parent, exist_ok=True)
+    name = re.sub(r'[^\w.+-]+', '-', env_id)  # ALE/Pong-v5 -> ALE-Pong-v5, my_envs:Go-v0 -> my_envs-Go-v0
+    pattern = re.compile(rf'{re.escape(name)}_(\d+)')
+    number = max((int(match[1]) for entry in os.listdir(parent) if (match := pattern.fullmatch(entry))), default=0)
+    while True:
+        number += 1
+        folder = os.path.join(parent, f'{name}_{number}')
+        try:
+            os.mkdir(folder)
+        except FileExistsError:  # another run took it meanwhile
+            continue
+        return [folder, *made]
+
+
+def resume_command(agent: str, argv: list[str], history: str, saves: str) -> str:
+    """The command that goes on with a run from the latest save in ``saves``: the run's own flags without its
+    ``--weights``, its history and save folder named, and that folder as ``--weights``."""
+    words, skipping = [], False
+    for word in argv:
+        if word == '--weights':
+            skipping = True
+        elif not (skipping and not word.startswith('--')) and not word.startswith('--weights='):
+            skipping = False
+            words.append(word)
+    return shlex.join(['xagents', 'train', agent, *words, '--history-checkpoint', history, '--save-dir', saves,
+                       '--weights', saves])
 
 
 def run_plot(argv: list[str]) -> None:
@@ -416,21 +505,34 @@ def run_check_env(argv: list[str]) -> None:
 def configure_logging(quiet: bool) -> None:
     logging.basicConfig(handlers=[CommandOutput()], format='%(message)s',
                         level=logging.WARNING if quiet else logging.INFO)
+    outputs_logger.setLevel(logging.INFO)
     for library in ('tensorflow', 'absl'):  # not their notes ('Assets written to ...' on every export)
         logging.getLogger(library).setLevel(logging.WARNING)
 
 
 def kept_files(instance, run_args: dict, verb: str = 'of the last good point kept') -> str:
-    """What a run that stopped early leaves, as it is on disk: '; weights (w.tf) and history (h.parquet) saved'
-    (``verb``), and which asked-for files were not written at all."""
+    """What a run that stopped early leaves, as it is on disk: '; weights (w.tf), history (h.parquet) and agent
+    (sd/step-000000004096) saved' (``verb``; the agent is the latest save in the save_dir), and which asked-for files
+    were not written at all."""
+    from xagents.utils.saved import latest_save
+
     if instance is None or not instance.training_started:
         return ''
+    save_dir = run_args.get('save_dir')
     asked = {'weights': list(run_args.get('checkpoints') or ()),
-             'history': [run_args['history_checkpoint']] if run_args.get('history_checkpoint') else []}
+             'history': [run_args['history_checkpoint']] if run_args.get('history_checkpoint') else [],
+             'agent': [save_dir] if save_dir else []}
     written = {name: [path for path in paths if os.path.exists(path)] for name, paths in asked.items()}
+    written['agent'] = [latest for latest in [save_dir and latest_save(save_dir)] if latest]
     kept = [f'{name} ({", ".join(paths)})' for name, paths in written.items() if paths]
     missing = [name for name, paths in asked.items() if paths and not written[name]]
-    return (f'; {" and ".join(kept)} {verb}' if kept else '') + (f'; no {" or ".join(missing)} written' if missing else '')
+    return (f'; {listing(kept, "and")} {verb}' if kept else '') + (f'; no {listing(missing, "or")} written'
+                                                                     if missing else '')
+
+
+def listing(words: list[str], conjunction: str) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return f'{", ".join(words[:-1])} {conjunction} {words[-1]}' if len(words) > 1 else ''.join(words)
 
 
 def main(argv: list[str] | None = None) -> None:
