@@ -41,6 +41,20 @@ def test_atari_preprocessing_is_default_for_ale_ids():
     assert raw.single_observation_space.shape == (210, 160, 3)
 
 
+@pytest.mark.parametrize('ale_vector', [False, True], ids=['python-wrappers', 'ale-vector'])
+def test_a_reset_frame_stack_repeats_its_first_frame_as_the_atari_guide_says(ale_vector):
+    """The stack after a reset is the first frame four times (Stable-Baselines3's VecFrameStack pads with zeros);
+    a step later the newest frame takes the last place."""
+    envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0, ale_vector=ale_vector, fire_reset=False)
+    observations, _ = envs.reset(seed=0)
+    assert observations[..., 0].any(), 'the first frame is a real frame, not zeros'
+    for k in range(1, 4):
+        np.testing.assert_array_equal(observations[..., k], observations[..., 0])
+    stepped, *_ = envs.step(np.ones(2, np.int64))  # FIRE: the ball appears
+    np.testing.assert_array_equal(stepped[..., :3], observations[..., 1:])
+    envs.close()
+
+
 def test_async_envs_step_in_subprocesses():
     envs = create_envs('CartPole-v1', n_envs=2, seed=0, async_envs=True)
     try:
