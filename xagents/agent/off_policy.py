@@ -29,7 +29,8 @@ class OffPolicy(BaseAgent):
     (Pardo et al. 2018, https://arxiv.org/abs/1712.00378). Learning starts once
     ``buffer_initial_size`` transitions have been added to the buffer (SB3's ``learning_starts``;
     a full buffer holds fewer, as each episode end keeps a slot) and ``update_after`` env steps
-    have passed; actions are uniformly random for the first ``start_steps`` env steps. An update
+    have passed (with ``her``, once an episode has ended too); actions are uniformly random for the
+    first ``start_steps`` env steps. An update
     samples the minibatches of all its ``gradient_steps`` at once in NumPy (each its own sample of
     the whole buffer) and runs them in one graph call: a loop over the agent's ``train_step`` (one
     gradient step: the algorithm's maths), the target networks moving towards their online
@@ -323,7 +324,8 @@ class OffPolicy(BaseAgent):
             self.start_collection()
             for _ in range(self.update_every // self.n_envs):
                 self.store(self.explore_step())
-        if self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after:
+        if (self.buffer.steps < self.buffer_initial_size or self.steps < self.update_after
+                or not self.buffer.can_sample()):
             return {}
         return self.update()
 

@@ -77,36 +77,85 @@ def relabelled_part(buffer: HerReplayBuffer, batch_size: int) -> int:
     return int(buffer.goals / (buffer.goals + 1) * batch_size)
 
 
+def whole_ended_episodes(agent: DQN) -> tuple[set, set]:
+    """Worked out from the Tracers alone: the ``(env, episode)`` pairs that have ended and whose every transition
+    is still in the buffer, and those that have ended but lost their first transitions to the ring's wrap. Env
+    ``e``'s column is a stream of slots, an episode of ``n`` steps taking ``n + 1`` (its final observation's
+    own), the one in progress its steps so far and the slot of its next observation; a column holds the newest
+    ``capacity // n_envs + 1`` slots written."""
+    rows = agent.buffer.capacity // agent.n_envs + 1
+    whole, cut = set(), set()
+    for tracer in (env.unwrapped for env in agent.envs.envs):
+        lengths = [2 + (3 * tracer.env + k) % 4 for k in range(tracer.episode)]  # the ended ones
+        starts = np.concatenate([[0], np.cumsum(np.add(lengths, 1))])
+        written = starts[-1] + (tracer.t + 1 if tracer.t else 0)
+        for k, start in enumerate(starts[:-1]):
+            if start >= written - rows:
+                whole.add((tracer.env, k))
+            elif starts[k + 1] > written - rows:
+                cut.add((tracer.env, k))
+    return whole, cut
+
+
 # --------------------------------------------------------------------------------------------- relabelling
 @pytest.mark.parametrize('strategy', ['future', 'final', 'episode'])
-def test_relabelled_goals_come_from_the_same_episode_of_the_same_env_where_the_strategy_says(strategy):
+def test_only_whole_ended_episodes_are_sampled_and_goals_come_from_them_where_the_strategy_says(strategy):
     """The ring (13 rows a column) wraps many times; every env column has its own episode lengths; the last
-    episodes are in progress. Each relabelled goal is a next observation's achieved goal: ``(env, episode, s)`` with
-    ``s - 1`` the step it was reached at."""
+    episodes are in progress and the oldest stored ones partly overwritten: neither is ever sampled, relabelled
+    or not (Stable-Baselines3's HerReplayBuffer samples ended episodes stored whole). Each relabelled goal is a
+    next observation's achieved goal: ``(env, episode, s)`` with ``s - 1`` the step it was reached at."""
     agent = tracer_agent(capacity=36, strategy=strategy)
     collect(agent, 100)
     buffer, keys = agent.buffer, agent.dict_observations
+    whole, cut = whole_ended_episodes(agent)
+    assert cut and any(env.unwrapped.t for env in agent.envs.envs)  # episodes cut by the wrap, and in progress
     batch = buffer.sample(500)
     part = relabelled_part(buffer, 500)
     values = goals_of(batch, keys)
-    own, goal = values['observation.achieved_goal'][:part], values['observation.desired_goal'][:part]
+    own, goal = values['observation.achieved_goal'], values['observation.desired_goal']
+    assert {(int(env), int(episode)) for env, episode, _ in own} == whole  # all of them, and only them
+    own, goal = own[:part], goal[:part]
     np.testing.assert_array_equal(goal, values['next.desired_goal'][:part])  # one new goal for both observations
     np.testing.assert_array_equal(goal[:, :2], own[:, :2])  # same env column, same episode
     step, reached = own[:, 2], goal[:, 2] - 1  # the transition's step, the goal's
-    lengths = 2 + (3 * own[:, 0] + own[:, 1]) % 4
-    in_progress = own[:, 1] == np.array([env.unwrapped.episode for env in agent.envs.envs])[own[:, 0].astype(int)]
-    current = np.array([env.unwrapped.t for env in agent.envs.envs])[own[:, 0].astype(int)]
-    last = np.where(in_progress, current - 1, lengths - 1)  # in progress: up to the newest stored step
-    assert in_progress.any() and (~in_progress).any()
+    last = 2 + (3 * own[:, 0] + own[:, 1]) % 4 - 1  # the episode's true last step
     assert (reached <= last).all()
     if strategy == 'future':
         assert (reached >= step).all() and (reached > step).any() and (reached == step).any()
+        assert (reached == last).any() and (reached < last).any()
     elif strategy == 'final':
         np.testing.assert_array_equal(reached, last)
     else:
         assert (reached >= 0).all() and (reached < step).any() and (reached > step).any()
+        assert (reached == 0).any()
     # The rest of the batch keeps its own goals.
     np.testing.assert_array_equal(values['observation.desired_goal'][part:, 2], -1)
+
+
+def test_nothing_is_sampled_before_an_episode_ends_and_learning_waits_for_one():
+    """Stable-Baselines3 raises when asked to sample then; here the buffer says it cannot sample yet and the agent
+    learns from the update after the first episode ends (Tracer 0's first lasts 2 steps)."""
+    agent = tracer_agent(n_envs=1)
+    assert agent.buffer_initial_size == 1 and agent.update_every == 1
+    assert agent.train_once() == {} and int(agent.gradient_updates.numpy()) == 0
+    assert len(agent.buffer) == 1 and not agent.buffer.can_sample()
+    with pytest.raises(ValueError, match='^her samples transitions of ended episodes, and none of the 1 stored '
+                                         'transitions belongs to one yet: add steps until an episode ends$'):
+        agent.buffer.sample(1)
+    metrics = agent.train_once()  # the episode ends at this step: the update samples it
+    assert agent.buffer.can_sample() and metrics and int(agent.gradient_updates.numpy()) == 1
+
+
+def test_an_episode_longer_than_a_column_is_never_sampled_and_warned_once(caplog):
+    """3 transitions a column: Tracer 0's episodes last 2, 3, 4, 5 steps; those of 4 and 5 cannot be held whole."""
+    agent = tracer_agent(n_envs=1, capacity=3, strategy='final')
+    collect(agent, 14)  # episodes 0-3 ended
+    assert not agent.buffer.can_sample()
+    collect(agent, 2)  # episode 4 (2 steps) ends
+    warnings = [record.message for record in caplog.records if 'her samples whole ended episodes' in record.message]
+    assert len(warnings) == 1 and 'the episode of env 0 has run past the 3 transitions its column' in warnings[0]
+    own = agent.dict_observations.unpack(agent.buffer.sample(200).observations)['achieved_goal']
+    np.testing.assert_array_equal(np.unique(own[:, 1]), [4])
 
 
 def test_relabelled_rewards_are_compute_reward_of_the_next_achieved_and_the_new_goal():
@@ -143,7 +192,7 @@ def test_a_truncated_episodes_last_transition_is_relabelled_with_its_true_final_
     part = relabelled_part(agent.buffer, 200)
     own, goal = values['observation.achieved_goal'][:part], values['observation.desired_goal'][:part]
     np.testing.assert_array_equal(goal[own[:, 1] == 1], [[0, 1, 3]] * int((own[:, 1] == 1).sum()))
-    assert (own[:, 1] == 1).any() and set(np.unique(goal[:, 1])) == {0, 1, 2}
+    assert (own[:, 1] == 1).any() and set(np.unique(goal[:, 1])) == {0, 1}  # episode 2 is in progress
 
 
 def test_a_workers_columns_keep_their_own_episodes_and_a_cut_one_ends_there():
@@ -173,19 +222,62 @@ def test_a_workers_columns_keep_their_own_episodes_and_a_cut_one_ends_there():
     np.testing.assert_array_equal(goal[:part, :2], own[:part, :2])
 
 
-def test_a_compute_reward_that_is_not_vectorised_is_named_as_such():
+def one_pair_at_a_time(achieved_goal, desired_goal, info):  # what a goal env written for one pair returns
+    return float(np.array_equal(achieved_goal, desired_goal)) - 1.0
+
+
+def raising(achieved_goal, desired_goal, info):
+    raise KeyError('distance_threshold')
+
+
+COMPUTE_REWARD_FAULTS = [
+    (one_pair_at_a_time, r'expected one reward per goal pair, shaped \(4,\) for 4 pairs \(her calls a vectorised '
+                         r'compute_reward\(achieved_goal, desired_goal, info\), goals shaped \(4, 4\)\), got float -?[01].0$'),
+    (lambda achieved, desired, info: np.zeros(3), r'expected one reward per goal pair, shaped \(4,\) for 4 pairs .*'
+                                                  r'got an array shaped \(3,\)$'),
+    (lambda achieved, desired, info: np.zeros((4, 4)), r'got an array shaped \(4, 4\)$'),
+    (lambda achieved, desired, info: np.array([0.0, np.nan, 0.0, np.nan]),
+     r'returned nan for achieved_goal \[.*\] and desired_goal \[.*\] \(2 of 4 rewards not finite\)$'),
+    (lambda achieved, desired, info: np.full(4, -np.inf), r'returned -inf for .* \(4 of 4 rewards not finite\)$'),
+    (lambda achieved, desired, info: ['-1'] * 4, r"expected numbers, got <U2 values such as np.str_\('-1'\)$"),
+    (raising, r"KeyError: 'distance_threshold'$"),
+]
+
+
+@pytest.mark.parametrize('compute_reward, message', COMPUTE_REWARD_FAULTS)
+def test_a_faulty_compute_reward_is_caught_where_her_calls_it_and_named(compute_reward, message):
+    """Raising, one reward for the batch, a wrong length, non-finite or text rewards: an env fault (EnvError, exit
+    status 1 in a run) in one line naming compute_reward, not a traceback or a non-finite loss."""
+    from xagents.utils.envs import EnvError
+
     space = BitFlipping(4).observation_space
     keys = DictObservations.of(space)
-
-    def one_pair_at_a_time(achieved_goal, desired_goal, info):  # what a goal env written for one pair returns
-        return float(np.array_equal(achieved_goal, desired_goal)) - 1.0
-
-    buffer = HerReplayBuffer(16, 1, space, gym.spaces.Discrete(4), one_pair_at_a_time, seed=0)
+    buffer = HerReplayBuffer(16, 1, space, gym.spaces.Discrete(4), compute_reward, seed=0)
     observation = keys.pack_list([space.sample()])
-    buffer.add(observation, [0], [-1.0], observation, [False], [False])
-    with pytest.raises(ValueError, match=r'her expects compute_reward to be vectorised: 4 goal pairs in, 4 rewards '
-                                         r'out, got an array shaped \(\)'):
+    buffer.add(observation, [0], [-1.0], observation, [True], [False])
+    with pytest.raises(EnvError, match='^the goal env in compute_reward at env step 1: .*' + message) as caught:
         buffer.sample(5)
+    assert '\n' not in str(caught.value)
+
+
+class FaultyRewardFlipping(BitFlipping):
+    """BitFlipping whose compute_reward gives one number for any batch (written for one goal pair)."""
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        return one_pair_at_a_time(achieved_goal, desired_goal, info)
+
+
+def test_cli_a_faulty_compute_reward_ends_training_with_status_1_naming_it(xagents_cli, workdir):
+    gym.register('FaultyRewardFlipping-v0', entry_point=FaultyRewardFlipping, kwargs={'n_bits': 4})
+    try:
+        status, out, err = xagents_cli('train', 'dqn', '--env', 'FaultyRewardFlipping-v0', '--her', '--max-steps',
+                                       '400', '--buffer-initial-size', '64', '--buffer-batch-size', '16',
+                                       '--history-checkpoint', 'h.parquet')
+    finally:
+        del gym.registry['FaultyRewardFlipping-v0']
+    assert status == 1 and len(err.strip().splitlines()) == 1, err
+    assert ('FaultyRewardFlipping-v0 in compute_reward at env step 64: expected one reward per goal pair, shaped '
+            '(12,) for 12 pairs') in err and 'Traceback' not in err + out
 
 
 def test_same_seed_relabels_the_same_and_a_restored_buffer_relabels_as_the_original(tmp_path):

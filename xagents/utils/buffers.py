@@ -455,6 +455,11 @@ class ReplayBuffer:
         self._episode_ended[envs] = True
         return envs
 
+    def can_sample(self) -> bool:
+        """Whether :meth:`sample` has transitions to draw from: anything stored (hindsight replay waits for an
+        episode to end)."""
+        return self._size > 0
+
     def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
         """Sample transitions uniformly, with replacement, among the sampleable ones.
 

@@ -7,19 +7,21 @@ goals alone, vectorised: ``compute_reward(achieved_goal, desired_goal, info)`` (
 """
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 import gymnasium as gym
 import numpy as np
 
 from xagents.utils.buffers import ReplayBatch, ReplayBuffer
-from xagents.utils.envs import env_name, env_settings, make_env
+from xagents.utils.envs import EnvError, env_name, env_settings, make_env
 from xagents.utils.observations import DictObservations
 from xagents.utils.spaces import one_line
 
 STRATEGIES = ('future', 'final', 'episode')
 GOAL_KEYS = ('observation', 'achieved_goal', 'desired_goal')
 RewardFunction = Callable[[np.ndarray, np.ndarray, list], np.ndarray]
+logger = logging.getLogger(__name__)
 
 
 def check_goal_space(space: gym.Space) -> DictObservations:
@@ -66,22 +68,30 @@ class HerReplayBuffer(ReplayBuffer):
 
     Storage is :class:`ReplayBuffer`'s (one time column per env, final observations in their own slot), on a goal
     env's Dict space, one-step returns. Each slot also records which episode of its env column it belongs to, and
-    each episode the stream positions of its first and last transitions, the last moving with every ``add``: an
-    episode still in progress ends, for relabelling, at its newest transition, and a time-limit truncation's last
-    transition (its true final observation kept) is relabelled as any other.
+    each episode the stream positions of its first and last transitions.
 
-    ``sample`` draws as :class:`ReplayBuffer` does, then gives the first ``int(goals / (goals + 1) * batch_size)``
-    transitions of every minibatch a new desired goal, in the observation and the next observation: the achieved
-    goal of the next observation of the transition at step ``t'`` of the same episode, with ``t'`` drawn
-    uniformly from ``t`` (the sampled transition's own step, included as Stable-Baselines3 does) to the episode's
-    last step for ``future``, the last step for ``final``, any step still stored for ``episode``. Relabelling
-    works on raw values: the agent normalises the batch afterwards, relabelled goals as stored ones.
+    As Stable-Baselines3's, it samples only transitions of episodes that have ended (terminated, truncated by a
+    time limit, or cut by :meth:`truncate`) and are still stored whole: an env's episode in progress, and an
+    episode whose first transitions the ring has overwritten, are never sampled, relabelled or not. So ``final``
+    is an episode's true last step and ``future`` draws from its whole remainder. Before any episode has ended
+    there is nothing to sample: :meth:`can_sample` is False (an agent's learning waits), :meth:`sample` refuses.
+    An episode longer than an env's column (``capacity // n_envs`` transitions) can never be stored whole: the
+    first such one is warned about.
+
+    ``sample`` draws uniformly among those transitions, then gives the first ``int(goals / (goals + 1) *
+    batch_size)`` transitions of every minibatch a new desired goal, in the observation and the next observation:
+    the achieved goal of the next observation of the transition at step ``t'`` of the same episode, with ``t'``
+    drawn uniformly from ``t`` (the sampled transition's own step, included as Stable-Baselines3 does) to the
+    episode's last step for ``future``, the last step for ``final``, any step for ``episode``. A time-limit
+    truncation's last transition (its true final observation kept) is relabelled as any other. Relabelling works
+    on raw values: the agent normalises the batch afterwards, relabelled goals as stored ones.
 
     The reward of a relabelled transition is ``compute_reward(next achieved_goal, new desired_goal, infos)``,
     one call for the whole batch (``infos``: one empty dict per transition, as Stable-Baselines3 passes them
-    without ``copy_info_dict``). Its discount is the stored transition's, as Stable-Baselines3 keeps the env's
-    ``dones`` for relabelled transitions: ``gamma``, or 0 where the env terminated the episode (a time limit
-    still bootstraps), whatever the new goal.
+    without ``copy_info_dict``), checked where it enters: a ``compute_reward`` that raises, or returns other than
+    one finite number per goal pair, is an :class:`~xagents.utils.envs.EnvError` naming it. Its discount is the
+    stored transition's, as Stable-Baselines3 keeps the env's ``dones`` for relabelled transitions: ``gamma``, or
+    0 where the env terminated the episode (a time limit still bootstraps), whatever the new goal.
     """
 
     def __init__(self, capacity: int, n_envs: int, observation_space: gym.spaces.Dict, action_space: gym.Space,
@@ -117,6 +127,7 @@ class HerReplayBuffer(ReplayBuffer):
         self._episode_first = np.zeros(shape, np.int64)
         self._episode_last = np.zeros(shape, np.int64)
         self._episode_count = np.full(n_envs, -1, np.int64)  # each env's current episode
+        self._outgrown: list[int] = []  # the env warned of an episode longer than its column (not saved)
 
     @property
     def nbytes(self) -> int:
@@ -138,15 +149,53 @@ class HerReplayBuffer(ReplayBuffer):
         self._episodes[positions % self._rows, envs] = episodes
         self._episode_first[slots, envs] = np.where(new, positions, self._episode_first[slots, envs])
         self._episode_last[slots, envs] = positions
+        first = self._episode_first[slots, envs]
+        outgrown = envs[self._stamps[first % self._rows, envs] != first]
+        if len(outgrown) and not self._outgrown:
+            self._outgrown.append(int(outgrown[0]))
+            logger.warning('her samples whole ended episodes, and the episode of env %d has run past the %s '
+                           'transitions its column of the replay buffer holds (buffer_max_size // n_envs): it will '
+                           'never be sampled; raise buffer_max_size, or end episodes sooner (a time limit)',
+                           int(outgrown[0]), f'{self._rows - 1:,}')
+
+    def ended_whole(self, rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
+        """Whether the transitions at ``rows``, ``envs`` belong to episodes that have ended and are still stored
+        whole (their first transition not yet overwritten: the ring overwrites in stream order)."""
+        episodes = self._episodes[rows, envs]
+        running = (episodes == self._episode_count[envs]) & ~self._episode_ended[envs]
+        first = self._episode_first[episodes % self._rows, envs]
+        return ~running & (self._stamps[first % self._rows, envs] == first)
+
+    def can_sample(self) -> bool:
+        """Whether an episode has ended and is stored whole: :meth:`sample` has transitions to draw from."""
+        finished = self._episode_count - ~self._episode_ended  # each env's newest ended episode (-1: none)
+        first = self._episode_first[finished % self._rows, self._envs]
+        return bool(((finished >= 0) & (self._stamps[first % self._rows, self._envs] == first)).any())
+
+    def _window(self, rows: np.ndarray, envs: np.ndarray):
+        window = super()._window(rows, envs)
+        return window._replace(ok=window.ok & self.ended_whole(rows, envs))
 
     def sample(self, batch_size: int, batches: int = 1) -> ReplayBatch:
-        """Sample as ``ReplayBuffer.sample`` does, the first ``goals / (goals + 1)`` of each minibatch relabelled."""
+        """Sample transitions of ended episodes (see the class doc), the first ``goals / (goals + 1)`` of each
+        minibatch relabelled.
+
+        Raises:
+            ValueError: no episode has ended yet (or none is stored whole).
+            EnvError: the env's ``compute_reward`` raised, or returned other than one finite number per goal pair.
+        """
+        self._check_batch_size(batch_size, batches)
+        if not self.can_sample():
+            raise ValueError(f'her samples transitions of ended episodes, and none of the {len(self):,} stored '
+                             f'transitions belongs to one yet: add steps until an episode ends')
         batch = super().sample(batch_size, batches)
         relabelled = int(self.goals / (self.goals + 1) * batch_size)
         return self.relabel(batch, np.flatnonzero(np.arange(batch_size * batches) % batch_size < relabelled))
 
     def relabel(self, batch: ReplayBatch, chosen: np.ndarray) -> ReplayBatch:
         """``batch`` with the transitions at ``chosen`` given hindsight goals and their rewards (in place)."""
+        if not len(chosen):  # a minibatch too small for goals / (goals + 1) of it to be one transition
+            return batch
         rows, envs = batch.indices[chosen] // self.n_envs, batch.indices[chosen] % self.n_envs
         steps = self.goal_steps(rows, envs)
         goals = self._store.parts['achieved_goal'].data[(steps + 1) % self._rows, envs]  # of each next observation
@@ -154,22 +203,47 @@ class HerReplayBuffer(ReplayBuffer):
         batch.observations[chosen, self._desired] = flat
         batch.next_observations[chosen, self._desired] = flat
         achieved = batch.next_observations[chosen, self._achieved].reshape(goals.shape).astype(goals.dtype)
-        rewards = np.asarray(self.compute_reward(achieved, goals, [{}] * len(chosen)))
-        if rewards.shape != (len(chosen),):
-            raise ValueError(f'her expects compute_reward to be vectorised: {len(chosen)} goal pairs in, '
-                             f'{len(chosen)} rewards out, got an array shaped {rewards.shape}')
-        batch.rewards[chosen] = rewards
+        batch.rewards[chosen] = self.relabelled_rewards(achieved, goals)
         return batch
+
+    def relabelled_rewards(self, achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
+        """``compute_reward(achieved, desired, infos)`` for ``n`` goal pairs, checked where it enters: ``(n,)``
+        float32, else an :class:`EnvError` naming ``compute_reward``, what was wrong and the env step."""
+        n, owner = len(achieved), getattr(self.compute_reward, '__self__', None)
+        spec = getattr(owner, 'spec', None)
+        name = spec.id if spec is not None else type(owner).__name__ if owner is not None else 'the goal env'
+        where = f'{name} in compute_reward at env step {self.steps:,}'
+        try:
+            rewards = self.compute_reward(achieved, desired, [{} for _ in range(n)])
+        except Exception as error:
+            raise EnvError(f'{where}: {type(error).__name__}: {error}') from error
+        try:
+            array = np.asarray(rewards)
+        except ValueError:  # a ragged sequence
+            array = np.asarray(None)
+        if array.shape not in ((n,), (n, 1)):
+            shape = (f'an array shaped {array.shape}' if isinstance(rewards, np.ndarray) or array.ndim
+                     else f'{type(rewards).__name__} {rewards!r}'[:60])
+            raise EnvError(f'{where}: expected one reward per goal pair, shaped ({n},) for {n} pairs (her calls a '
+                           f'vectorised compute_reward(achieved_goal, desired_goal, info), goals shaped '
+                           f'{achieved.shape}), got {shape}')
+        if array.dtype.kind not in 'biuf':
+            raise EnvError(f'{where}: expected numbers, got {array.dtype} values such as {array.flat[0]!r}')
+        array = array.reshape(n).astype(np.float32)
+        bad = np.flatnonzero(~np.isfinite(array))
+        if len(bad):
+            i = int(bad[0])
+            raise EnvError(f'{where}: returned {array[i]} for achieved_goal {achieved[i].tolist()} and desired_goal '
+                           f'{desired[i].tolist()} ({len(bad)} of {n} rewards not finite)')
+        return array
 
     def goal_steps(self, rows: np.ndarray, envs: np.ndarray) -> np.ndarray:
         """Stream positions of the transitions whose next achieved goals become the new goals of the transitions
-        at ``rows``, ``envs``, by ``strategy``."""
+        at ``rows``, ``envs`` (of ended episodes stored whole), by ``strategy``."""
         slots = self._episodes[rows, envs] % self._rows
         last = self._episode_last[slots, envs]
         if self.strategy == 'final':
             return last
         if self.strategy == 'future':
             return self.rng.integers(self._stamps[rows, envs], last + 1)
-        # The oldest transitions of an episode may have been overwritten: any step still stored.
-        oldest = np.maximum(self._episode_first[slots, envs], self._positions[envs] - self._rows + 1)
-        return self.rng.integers(oldest, last + 1)
+        return self.rng.integers(self._episode_first[slots, envs], last + 1)
