@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from xagents import DQN, PPO
+from xagents.training.callbacks import Saves
 from xagents.utils.history import read_history
 
 SMALL = ['--env', 'CartPole-v1', '--n-envs', '2', '--n-steps', '64', '--seed', '0', '--quiet']
@@ -206,6 +208,12 @@ def test_a_save_of_another_version_names_the_parameter_it_does_not_take(saved, w
     pytest.param('{"step": 256}', 'expected a field "eval_reward", found none', id='no score'),
     pytest.param('{"eval_reward": "high", "step": 256}', 'expected "eval_reward" to be a number, got "high"',
                  id='a score in words'),
+    pytest.param('{"eval_reward": NaN, "step": 256}', 'expected "eval_reward" to be finite, got nan',
+                 id='no score at all'),  # read as a number, it would never be beaten
+    pytest.param('{"eval_reward": 41.5, "step": 256, "crc32": "0"}', 'expected "crc32" to be an integer, got "0"',
+                 id='a checksum in words'),
+    pytest.param('{"eval_reward": 41.5, "step": 256, "crc33": 0}',
+                 'expected the fields eval_reward, step and crc32, got "crc33" too', id='a misnamed field'),
 ])
 def test_a_damaged_best_eval_score_is_one_line_and_touches_nothing(workdir, xagents_cli, content, problem):
     """best-eval.json keeps best-eval's score, so that a resumed run replaces best-eval only with a better agent."""
@@ -222,6 +230,47 @@ def test_a_damaged_best_eval_score_is_one_line_and_touches_nothing(workdir, xage
         'replace best-eval, however it scores')
     assert {path: open(path, 'rb').read() for path in glob.glob('saves/**', recursive=True)
             if os.path.isfile(path)} == before
+
+
+def test_a_changed_byte_in_the_best_eval_score_is_one_line_on_resume_and_touches_nothing(workdir, xagents_cli):
+    status, _, err = xagents_cli('train', 'ppo', *SMALL, '--max-steps', '256', '--save-dir', 'saves',
+                                 '--save-frequency', '128', '--eval-frequency', '128', '--eval-episodes', '1')
+    assert status == 0, err
+    record = open('saves/best-eval.json', 'rb').read()
+    digit = re.search(rb'"eval_reward": (\d)', record).start(1)
+    changed = record[:digit] + bytes([ord('1') + (record[digit] - ord('0')) % 8]) + record[digit + 1:]
+    with open('saves/best-eval.json', 'wb') as file:
+        file.write(changed)  # another score, as valid JSON as the one written
+    before = {path: open(path, 'rb').read() for path in glob.glob('saves/**', recursive=True) if os.path.isfile(path)}
+    status, _, err = xagents_cli('train', 'ppo', *SMALL, '--max-steps', '128', '--save-dir', 'saves',
+                                 '--weights', 'saves/step-000000000256', '--eval-frequency', '128')
+    line = one_line(err)
+    assert status == 2 and re.fullmatch(r'xagents train ppo: error: saves/best-eval.json is damaged: expected "crc32" '
+                                        r'to be \d+, the CRC-32 of its fields, got \d+; delete it to let the next '
+                                        r'evaluation replace best-eval, however it scores', line), line
+    assert {path: open(path, 'rb').read() for path in glob.glob('saves/**', recursive=True)
+            if os.path.isfile(path)} == before
+
+
+def test_every_single_byte_change_of_a_best_eval_score_is_refused_or_changes_nothing_read(workdir):
+    """Each byte of a score as a run writes it, changed in turn to each of a few others: the record reads as the same
+    score (a space that became a tab), or is refused naming the file, never read as another score."""
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, quiet=True)
+    agent.fit(max_steps=256, save_dir='saves', eval_frequency=128, eval_episodes=1)
+    record = open('saves/best-eval.json', 'rb').read()
+    score = Saves('saves').best_eval
+    assert json.loads(record)['eval_reward'] == score
+    refused = 0
+    for offset in range(len(record)):
+        for byte in {record[offset] ^ 0x01, record[offset] ^ 0x10, ord('9') - (record[offset] == ord('9')), ord('\t')}:
+            with open('saves/best-eval.json', 'wb') as file:
+                file.write(record[:offset] + bytes([byte]) + record[offset + 1:])
+            try:
+                assert Saves('saves').best_eval == score, (offset, byte)
+            except ValueError as error:
+                assert str(error).startswith('saves/best-eval.json is damaged: '), error
+                refused += 1
+    assert refused > 3 * len(record)  # most changes break the record; the rest change only its layout
 
 
 # Run as python -c KILLED_AT PATTERN ARGS...: SIGKILL the process when a file whose path matches PATTERN is
