@@ -297,7 +297,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
 
         Args:
             weights: Weights files saved by --checkpoints, one per model, or a directory written by
-                save: to resume training (with its history) or to play.
+                save (a save_dir: its latest save): to resume training (with its history) or to play.
 
         Raises:
             ValueError: a file is no checkpoint, was saved by another agent, env or spaces, does not fit
@@ -328,7 +328,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         and settings), or on ``env`` (an id, a ``gym.Env`` or a vector env) with the same spaces.
 
         Args:
-            path: A directory written by ``save``.
+            path: A directory written by ``save``, or a ``save_dir`` of ``fit`` (its latest ``step-N`` save).
             env: Where the agent acts from now on (default: as it was saved).
             overrides: Constructor arguments that replace the saved ones, any that could not be saved (a
                 Keras model object given as ``model``), and run settings for its fits (``quiet=True``).
@@ -537,10 +537,11 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             callbacks: More :class:`xagents.training.callbacks.Callback` s, after the built-in ones.
             total: Count max_steps over all the agent's steps (earlier fits, a resumed history), not
                 only this call's (Stable-Baselines3's reset_num_timesteps=False).
-            save_dir: Save the whole agent (loadable by load, --weights) into this directory: every
-                save_frequency steps as step-N, and the best-evaluated one as best-eval.
-            save_frequency: Steps between saves into save_dir.
-            save_keep: Periodic saves kept in save_dir (the oldest go).
+            save_dir: Save the whole agent (loadable by load, --weights) into this directory as step-N: every
+                save_frequency steps and when training ends (not after an error); the best-evaluated one as
+                best-eval.
+            save_frequency: Steps between saves into save_dir (none: only when training ends).
+            save_keep: Saves kept in save_dir as step-N (the oldest go; never the one just written).
             save_replay_buffer: Saves into save_dir include the replay buffer (off-policy agents, ACER),
                 so a run resumed from one learns at once.
             checkpoints: Paths to save the best models to, one per model role (with their optimizers); written
