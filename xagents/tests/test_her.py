@@ -361,6 +361,27 @@ def test_the_goal_envs_reward_as_their_compute_reward_says_and_report_success():
     assert env.unwrapped.compute_reward(far, np.zeros((2, 3), np.float32), {}).tolist() == [0, -1]
 
 
+class MazeLikeFlipping(BitFlipping):
+    """BitFlipping reporting success as Gymnasium-Robotics' PointMaze does: ``info['success']``."""
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed, options=options)
+        return observation, {'success': info['is_success']}
+
+    def step(self, action):
+        *step, info = super().step(action)
+        return (*step, {'success': info['is_success']})
+
+
+def test_success_reported_as_info_success_is_read_as_is_success_is():
+    envs = gym.vector.SyncVectorEnv([lambda: BitFlipping(2)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    agent = DQN(envs, her=True, seed=0, quiet=True, buffer_initial_size=64, buffer_batch_size=16)
+    reported = agent.evaluate(env=BitFlipping(2), episodes=12, seed=5)
+    maze_like = agent.evaluate(env=MazeLikeFlipping(2), episodes=12, seed=5)
+    assert maze_like.success_rate is not None and 0 < maze_like.success_rate < 1
+    np.testing.assert_array_equal(maze_like.successes, reported.successes)
+
+
 def test_cli_trains_dqn_with_her_on_bit_flipping_and_reports_success(xagents_cli, workdir):
     status, out, err = xagents_cli('train', 'dqn', '--env', 'BitFlipping-v0', '--env-kwargs', 'n_bits=6', '--her',
                                    '--max-steps', '1200', '--seed', '0', '--buffer-max-size', '5000',

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from xagents.utils.envs import EpisodeScores, as_vector_env, close_envs, create_envs, env_call, env_spec, settings_for
+from xagents.utils.goal_envs import success_key
 from xagents.utils.masks import mask_kwargs
 from xagents.utils.recurrence import memory_kwargs
 from xagents.utils.validation import validated
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 class EvaluationResult:
     """Per-episode returns (the games' own scores) and lengths (env steps) of an evaluation, and whether each
     succeeded where the env says (``info['is_success']`` at an episode's last step, as Gymnasium-Robotics' goal
-    envs report it; None for envs that do not).
+    envs report it, or ``info['success']`` as its PointMaze does; None for envs that do not).
 
     Unpacks as ``mean, std = result``, the pair Stable-Baselines3's ``evaluate_policy`` returns.
     """
@@ -141,12 +142,13 @@ def evaluate(
 
 
 def final_successes(info: dict, ended: np.ndarray) -> list[bool | None]:
-    """``info['is_success']`` of the last steps of the episodes of envs ``ended`` (False for one the env gave none
-    at its end, a cut episode), or None for each when the step reports no success at all."""
+    """``info['is_success']`` (or ``info['success']``) of the last steps of the episodes of envs ``ended`` (False
+    for one the env gave none at its end, a cut episode), or None for each when the step reports no success at all."""
     final = info.get('final_info') or {}
-    if 'is_success' not in final:
+    key = success_key(final)
+    if key is None:
         return [None] * len(ended)
-    return list(np.asarray(final['is_success'], bool)[ended] & np.asarray(final['_is_success'], bool)[ended])
+    return list(np.asarray(final[key], bool)[ended] & np.asarray(final['_' + key], bool)[ended])
 
 
 def _evaluation_envs(agent: BaseAgent, env, episodes: int, max_episode_steps: int | None

@@ -14,6 +14,14 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+SUCCESS_KEYS = ('is_success', 'success')  # where goal envs report success in info, in the order they are read
+
+
+def success_key(info: dict) -> str | None:
+    """The key ``info`` reports a goal env's success under: ``is_success`` (Gymnasium-Robotics' Fetch and Hand
+    envs, Stable-Baselines3's convention) or ``success`` (its PointMaze and AntMaze); None where neither is."""
+    return next((key for key in SUCCESS_KEYS if key in info), None)
+
 
 class BitFlipping(gym.Env):
     """The HER paper's bit-flipping task (its section 3.1): a state of ``n_bits`` bits and a target, both drawn
