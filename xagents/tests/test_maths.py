@@ -1,0 +1,248 @@
+"""Each agent's update maths through its real ``train_step``, on tiny networks with fixed weights, against values
+worked out by hand in the comments: PPO's clipped objective and how its loss combines its terms, A2C's loss, TRPO's
+natural-gradient step and line search, ACER's losses and average network, TD3's target smoothing, DDPG's targets
+and importance weights, and SAC's entropy aim.
+
+Each case is chosen so that a plausible slip (a flipped sign, a swapped argument, a missing factor) changes a
+checked number: the comments say which.
+"""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xagents import A2C, PPO
+from xagents.utils.envs import create_envs
+
+LN3 = math.log(3.0)
+
+
+def linear(inputs: int, *heads: np.ndarray, bias=None, activation=None) -> tf.keras.Model:
+    """A Keras model whose heads are ``x @ kernel (+ bias)``, kernels given."""
+    x = tf.keras.Input((inputs,))
+    outputs = []
+    for i, kernel in enumerate(heads):
+        layer = tf.keras.layers.Dense(kernel.shape[1], activation=activation)
+        outputs.append(layer(x))
+        layer.set_weights([np.asarray(kernel, np.float32),
+                           np.zeros(kernel.shape[1], np.float32) if bias is None else np.asarray(bias[i], np.float32)])
+    return tf.keras.Model(x, outputs if len(outputs) > 1 else outputs[0])
+
+
+# ------------------------------------------------------------------------------ PPO and A2C
+# Logits (s0, s1), value s2. Four samples: logits (0, 0) -> pi = (1/2, 1/2); logits (ln 3, 0) -> pi = (3/4, 1/4).
+ON_POLICY_OBSERVATIONS = np.array([[0, 0, 1, 0], [0, 0, 0, 0], [LN3, 0, 2, 0], [LN3, 0, -1, 0]], np.float32)
+ON_POLICY_ACTIONS = np.array([0, 1, 1, 1])  # pi(a|s) = 1/2, 1/2, 1/4, 1/4
+VALUES = np.array([1.0, 0.0, 2.0, -1.0])
+RETURNS = np.array([2.0, 0.0, 2.0, 1.0], np.float32)  # R - V = 1, 0, 0, 2: value loss = (1 + 4) / 4 = 1.25
+# Entropy: ln 2 = 0.69314718 twice, -(3/4 ln 3/4 + 1/4 ln 1/4) = 0.56233514 twice: mean 0.62774116.
+ENTROPY = 0.62774116
+
+
+def actor_critic(agent_class, **settings):
+    """``agent_class`` on CartPole (one env, 4 steps: one 4-sample batch) with the logits-and-value model above."""
+    model = linear(4, np.eye(4, 2), np.eye(4, 1, -2))
+    return agent_class(create_envs('CartPole-v1'), model, n_steps=4, **settings)
+
+
+def weights_moved(agent, update) -> list[np.ndarray]:
+    """The change of each of the agent's model weights (policy kernel, bias, value kernel, bias) by ``update()``."""
+    before = [weight.numpy().copy() for weight in agent.model.weights]
+    update()
+    return [weight.numpy() - old for weight, old in zip(agent.model.weights, before)]
+
+
+@pytest.mark.parametrize('normalize', [False, True])
+def test_ppo_clipped_objective_value_loss_entropy_and_kl_by_hand(normalize):
+    """Old probabilities 1/4, 0.4, 1/2, 1/2 give ratios r = 2, 1.25, 1/2, 1/2 (clip range 0.2: 1.2, 1.2, 0.8, 0.8);
+    with advantages 1, -1, 2, -2 the pessimistic terms min(r A, clip(r) A) are
+    1.2 (upper clip bites), -1.25, 1.0, -1.6 (lower clip bites): policy loss = -(-0.65) / 4 = 0.1625.
+    (max instead of min: -0.35; the ratio inverted: 0.475; clipping at 1 + 2 eps: 0.1125.)
+    Normalised advantages (mean 0, population std sqrt(2.5)) divide it by 1.58113883: 0.10277402.
+    approx KL = mean(r - 1 - ln r) = (0.30685282 + 0.02685645 + 2 * 0.19314718) / 4 = 0.18000091
+    ((r - 1 + ln r) would be -0.05500091)."""
+    agent = actor_critic(PPO, mini_batches=1, ppo_epochs=1, normalize_advantages=normalize, entropy_coef=0.1)
+    old_log_probs = np.log([0.25, 0.4, 0.5, 0.5]).astype(np.float32)
+    advantages = np.array([1.0, -1.0, 2.0, -2.0], np.float32)
+    metrics = agent.train_step(ON_POLICY_OBSERVATIONS, ON_POLICY_ACTIONS, old_log_probs, advantages, RETURNS)
+    np.testing.assert_allclose(float(metrics['policy_loss']), 0.10277402 if normalize else 0.1625, rtol=1e-5)
+    np.testing.assert_allclose(float(metrics['value_loss']), 1.25, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics['entropy']), ENTROPY, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics['approx_kl']), 0.18000091, rtol=1e-5)
+
+
+@pytest.mark.parametrize('agent_class', [PPO, A2C])
+def test_one_update_lowers_the_value_error_and_raises_the_entropy(agent_class):
+    """The loss is policy_loss + value_loss_coef * value_loss - entropy_coef * entropy: its first optimizer step
+    moves each weight against the sign of its gradient (Adam's first step is lr * sign(g); RMSProp's keeps the sign).
+
+    Value head V = w . s: d value_loss / dw = -2/4 sum (R - V) s = -1/2 ((0, 0, 1, 0) + 2 (ln 3, 0, -1, 0))
+    = (-ln 3, 0, 1/2, 0): w0 rises, w2 falls, w1 and w3 stay; its bias rises (sum (R - V) = 3 > 0).
+    Zero advantages leave the entropy alone in the policy's gradient: at pi = (3/4, 1/4),
+    dH/dz = -pi (ln pi + H) = (-0.20599, +0.20599), so the logit of action 0 falls where s0 = ln 3 (kernel [0, 0]
+    falls, [0, 1] rises) and the samples at pi = (1/2, 1/2) add nothing."""
+    settings = {'mini_batches': 1, 'ppo_epochs': 1, 'normalize_advantages': False} if agent_class is PPO else {}
+    agent = actor_critic(agent_class, entropy_coef=0.1, **settings)
+    log_probs = np.log([0.5, 0.5, 0.25, 0.25]).astype(np.float32)
+    moved = weights_moved(agent, lambda: agent.train_step(ON_POLICY_OBSERVATIONS, ON_POLICY_ACTIONS, log_probs,
+                                                          np.zeros(4, np.float32), RETURNS))
+    policy_kernel, policy_bias, value_kernel, value_bias = moved
+    np.testing.assert_array_equal(np.sign(value_kernel[:, 0]), [1, 0, -1, 0])
+    assert value_bias[0] > 0
+    assert policy_kernel[0, 0] < 0 < policy_kernel[0, 1]
+    np.testing.assert_array_equal(policy_kernel[[1, 3]], 0.0)  # (s1 and s3 are 0 in every sample)
+
+
+def test_a2c_loss_terms_by_hand():
+    """log pi(a|s) = ln 1/2, ln 1/2, ln 1/4, ln 1/4 with advantages 1, 2, 2, 2: policy loss
+    = -(3 ln 1/2 + 4 ln 1/4) / 4 = 1.90615475 (its sign flipped: -1.906...); the value loss regresses the returns
+    (1.25), not the advantages (A - V = 0, 2, 0, 3: 3.25); entropy as above."""
+    agent = actor_critic(A2C, entropy_coef=0.1)
+    advantages = np.array([1.0, 2.0, 2.0, 2.0], np.float32)
+    metrics = agent.train_step(ON_POLICY_OBSERVATIONS, ON_POLICY_ACTIONS, np.zeros(4, np.float32), advantages,
+                               RETURNS)
+    np.testing.assert_allclose(float(metrics['policy_loss']), 1.90615475, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics['value_loss']), 1.25, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics['entropy']), ENTROPY, rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------- TRPO
+def softmax(logits: np.ndarray) -> np.ndarray:
+    exponentials = np.exp(logits - logits.max(-1, keepdims=True))
+    return exponentials / exponentials.sum(-1, keepdims=True)
+
+
+def trpo_step_by_hand(kernel, observations, actions, advantages, max_kl, damping, steps, shrink):
+    """TRPO's policy step for a linear softmax policy ``logits = x W + b`` (b = 0), worked out exactly in float64:
+    the Jacobian of the logits in the flat parameters (W row-major, then b), the Fisher matrix
+    ``mean J^T (diag p - p p^T) J`` (the Hessian of KL(old || new) at old), its damped inverse applied to the
+    surrogate's gradient ``mean A J^T (onehot(a) - p)``, the full step ``sqrt(2 max_kl / s.F s) s`` and the
+    backtracking search. Returns ``(parameters, fraction, kl, surrogate gain)``."""
+    n = kernel.shape[1]
+    theta = np.concatenate([kernel.ravel(), np.zeros(n)]).astype(np.float64)
+
+    def probabilities(parameters):
+        return softmax(observations @ parameters[:kernel.size].reshape(kernel.shape) + parameters[kernel.size:])
+
+    p = probabilities(theta)
+    jacobians = np.stack([np.concatenate([np.kron(x[None], np.eye(n)), np.eye(n)], 1) for x in observations])
+    gradient = np.mean(advantages[:, None] * np.einsum('bnp,bn->bp', jacobians, np.eye(n)[actions] - p), 0)
+    curvature = np.stack([np.diag(row) - np.outer(row, row) for row in p])
+    fisher = np.einsum('bnp,bnm,bmq->pq', jacobians, curvature, jacobians) / len(p) + damping * np.eye(len(theta))
+    direction = np.linalg.solve(fisher, gradient)
+    full_step = np.sqrt(2 * max_kl / (direction @ fisher @ direction)) * direction
+    taken = np.arange(len(actions)), actions
+    fraction = 1.0
+    for _ in range(steps):
+        q = probabilities(theta + fraction * full_step)
+        kl = np.mean((p * (np.log(p) - np.log(q))).sum(-1))  # KL(old || new)
+        gain = np.mean(q[taken] / p[taken] * advantages) - np.mean(advantages)
+        if kl <= max_kl and gain > 0:
+            return theta + fraction * full_step, fraction, kl, gain
+        fraction *= shrink
+    return theta, 0.0, 0.0, 0.0
+
+
+@pytest.mark.parametrize('line_search_steps, fraction', [(10, 0.8), (1, 0.0)])
+def test_trpo_natural_step_and_line_search_by_hand(line_search_steps, fraction):
+    """max_kl 0.5, damping 0.01: the full step reaches KL(old || new) = 0.586 > 0.5 (the quadratic model
+    underestimates it), so the search shrinks it once (0.8: KL 0.387, surrogate gain 1.927). With one try the step
+    is refused and the policy stays as it was. A reversed KL, a surrogate of log-probabilities instead of ratios,
+    the damping subtracted, a step without the 2 in sqrt(2 max_kl / s.F s), another shrink factor or an 'or' in
+    the acceptance test each change a checked number."""
+    from xagents.trpo import TRPO
+
+    kernel = np.array([[2, -1], [0, 1.5], [1, 0], [0, 0]], np.float32)
+    observations = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0]], np.float32)
+    actions, advantages = np.array([0, 1, 1, 0]), np.array([1.0, -0.5, 2.0, -1.0], np.float32)
+    agent = TRPO(create_envs('CartPole-v1'), linear(4, kernel), linear(4, np.zeros((4, 1))), n_steps=4,
+                 mini_batches=1, critic_iterations=1, normalize_advantages=False, max_kl=0.5, cg_damping=0.01,
+                 cg_iterations=10, line_search_steps=line_search_steps, line_search_shrink=0.8)
+    metrics = agent.train_step(observations, actions, np.zeros(4, np.float32), advantages, np.zeros(4, np.float32))
+    expected, expected_fraction, kl, gain = trpo_step_by_hand(kernel.astype(np.float64), observations, actions,
+                                                              advantages, 0.5, 0.01, line_search_steps, 0.8)
+    assert expected_fraction == fraction
+    np.testing.assert_allclose(float(metrics['step_fraction']), fraction, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics['kl']), kl, rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(float(metrics['surrogate_gain']), gain, rtol=1e-4, atol=1e-7)
+    parameters = np.concatenate([variable.numpy().ravel() for variable in agent.actor.trainable_variables])
+    np.testing.assert_allclose(parameters, expected, atol=2e-5)
+
+
+# ------------------------------------------------------------------------------------- ACER
+def acer_update_by_hand(policy_kernel, q_kernel, observations, actions, rewards, dones, behaviour, gamma, c,
+                        entropy_coef, value_loss_coef, delta, grad_norm, lr, rho_decay, rms_epsilon):
+    """ACER's update (algorithm 2 of Wang et al. 2016, as Baselines computes it) of the linear model
+    ``logits = x P``, ``Q = x K`` (biases 0) on one segment of one env, in float64: Retrace, the truncated
+    importance-sampled gain with its bias correction, the trust region around the (still identical) average
+    policy, the gradients through the softmax, clipping at ``grad_norm`` and TensorFlow 1's RMSProp (mean squares start at
+    ones). Returns the metrics and the weights ``(P, p_bias, K, q_bias)`` after it."""
+    eps = 1e-6
+    x = observations[:, 0].astype(np.float64)  # (T + 1, F)
+    probs_all, q_all = softmax(x @ policy_kernel), x @ q_kernel
+    values_all = (probs_all * q_all).sum(-1)
+    probs, q, values, steps = probs_all[:-1], q_all[:-1], values_all[:-1], len(actions)
+    taken = np.arange(steps), actions[:, 0]
+    rhos = probs / (behaviour[:, 0] + eps)
+    q_retrace, target = np.zeros(steps), values_all[-1]
+    for t in reversed(range(steps)):
+        target = rewards[t, 0] + gamma * (1 - dones[t, 0]) * target
+        q_retrace[t] = target
+        target = min(1.0, rhos[taken][t]) * (target - q[taken][t]) + values[t]
+    log_probs = np.log(probs + eps)
+    weight = np.minimum(c, rhos[taken]) * (q_retrace - values)
+    correction_weights = np.maximum(0.0, 1 - c / (rhos + eps)) * probs * (q - values[:, None])
+    entropy = -(probs * log_probs).sum(-1)
+    metrics = {'policy_loss': -np.mean(log_probs[taken] * weight + (log_probs * correction_weights).sum(-1)),
+               'q_loss': 0.5 * np.mean((q_retrace - q[taken]) ** 2), 'entropy': np.mean(entropy)}
+    # d objective / d probs (the weights are constants): through log(p + eps) and the entropy bonus.
+    g = correction_weights / (probs + eps) + entropy_coef * (-log_probs - probs / (probs + eps))
+    g[taken] += weight / (probs[taken] + eps)
+    k = -probs / (probs + eps)  # -average / pi, the average network still the model
+    scale = np.maximum(0.0, ((k * g).sum(-1, keepdims=True) - delta) / (k * k).sum(-1, keepdims=True))
+    z = g - scale * k
+    metrics['linear_kl'] = (k * z).sum(-1).max()
+    # Back through the softmax: d loss / d logits = (diag p - p p^T)(-z / T), per step.
+    logit_gradients = np.einsum('tij,tj->ti', np.stack([np.diag(p) - np.outer(p, p) for p in probs]), -z / steps)
+    q_gradients = np.zeros_like(q)
+    q_gradients[taken] = -value_loss_coef * (q_retrace - q[taken]) / steps
+    gradients = [x[:-1].T @ logit_gradients, logit_gradients.sum(0), x[:-1].T @ q_gradients, q_gradients.sum(0)]
+    norm = np.sqrt(sum((gradient ** 2).sum() for gradient in gradients))
+    metrics['gradient_norm'] = norm
+    gradients = [gradient * min(1.0, grad_norm / norm) for gradient in gradients]
+    weights = [policy_kernel, np.zeros(policy_kernel.shape[1]), q_kernel, np.zeros(q_kernel.shape[1])]
+    after = [w - lr * gradient / np.sqrt(rho_decay + (1 - rho_decay) * gradient ** 2 + rms_epsilon)
+             for w, gradient in zip(weights, gradients)]
+    return metrics, after
+
+
+def test_acer_losses_trust_region_and_step_by_hand():
+    """Two steps of one env, then the bootstrap observation; importance_c = 1.2 so that truncation bites:
+    pi(x0) = (3/4, 1/4) against mu = (1/2, 1/2): rho = (1.5, 0.5), the action taken (0) has its weight cut to 1.2
+    (Retrace: to 1) and the correction weighs action 0 by 1 - 1.2 / 1.5 = 0.2; pi(x1) = (1/2, 1/2) against
+    mu = (0.8, 0.2): rho = (0.625, 2.5), Retrace carries 0.625 of the taken action's error, the correction weighs
+    action 1 by 1 - 1.2 / 2.5 = 0.52. Negative rewards (-1, -2) give the taken actions negative advantages, where
+    delta = 0.1 makes the trust region bite; the gradient's norm (1.558) is clipped to 1. A flipped sign of the KL gradient k,
+    of the projection or of the correction, an untruncated weight, Retrace without rho, or a Q loss on V instead of
+    Q(x, a) each change the losses or the step."""
+    from xagents.acer import ACER
+
+    policy_kernel = np.array([[LN3, 0], [0, 0], [0, LN3], [0, 0]])
+    q_kernel = np.array([[1.0, 2.0], [0.0, -1.0], [2.0, 1.0], [0, 0]])
+    model = linear(4, policy_kernel, q_kernel)
+    settings = {'importance_c': 1.2, 'delta': 0.1, 'entropy_coef': 0.01, 'value_loss_coef': 0.5, 'grad_norm': 1.0,
+                'lr': 0.01, 'rmsprop_alpha': 0.99, 'rmsprop_epsilon': 1e-5}
+    agent = ACER(create_envs('CartPole-v1'), model, n_steps=2, buffer_initial_size=1, ema_alpha=0.9, **settings)
+    observations = np.eye(4, dtype=np.float32)[:3, None]  # x0, x1, x2: (T + 1, 1, 4)
+    actions = np.array([[0], [0]])
+    rewards, dones = np.array([[-1.0], [-2.0]], np.float32), np.zeros((2, 1), np.float32)
+    behaviour = np.array([[[0.5, 0.5]], [[0.8, 0.2]]], np.float32)
+    metrics = agent.train_step(observations, actions, rewards, dones, behaviour)
+    expected, after = acer_update_by_hand(policy_kernel, q_kernel, observations, actions, rewards, dones, behaviour,
+                                          agent.gamma, 1.2, 0.01, 0.5, 0.1, 1.0, 0.01, 0.99, 1e-5)
+    for name, value in expected.items():
+        np.testing.assert_allclose(float(metrics[name]), value, rtol=1e-4, err_msg=name)
+    assert expected['linear_kl'] == pytest.approx(0.1)  # (the projection bit)
+    for weight, value in zip(agent.model.weights, after):
+        np.testing.assert_allclose(weight.numpy(), value, rtol=1e-4, atol=1e-7)
