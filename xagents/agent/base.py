@@ -21,7 +21,7 @@ import numpy.typing as npt
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.agent import persistence
-from xagents.agent.construction import constructor, with_run_defaults
+from xagents.agent.construction import capped_initial_size, constructor, with_run_defaults
 from xagents.agent.observing import Observing
 from xagents.agent.stepping import EnvStepping
 from xagents.agent.worker_side import WorkerSide
@@ -29,20 +29,20 @@ from xagents.training.callbacks import Callback
 from xagents.training.distributed import WorkerPool
 from xagents.training.evaluation import EvaluationResult, evaluate
 from xagents.training.fit import train
-from xagents.training.run import Episode, Run
+from xagents.training.run import Episode, Run, checked_callbacks
 from xagents.utils.distributions import StateDependentNoise
 from xagents.utils.envs import ENV_PARAMETERS, create_envs
 from xagents.utils.history import History
 from xagents.utils.masks import mask_kwargs, mask_size
 from xagents.utils.models import (PRECISIONS, Forward, Output, build_model, check_model, computing_in_float32,
                                   is_image_space)
-from xagents.utils.names import unknown_parameter
+from xagents.utils.names import unknown_method, unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
 from xagents.utils.recurrence import Memory, given_memory, memory_kwargs
 from xagents.utils.spaces import agents_taking, one_line
 from xagents.utils.streams import ACTING, random_stream
-from xagents.utils.validation import RENAMED, validated
+from xagents.utils.validation import KEPT, RENAMED, validated
 
 logger = logging.getLogger('xagents')
 
@@ -141,6 +141,11 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         self._weights_version = 0  # counts weight changes: workers get new weights when it moves
         self.finished_episodes: list[Episode] = []  # since the run last took them
 
+    def __getattr__(self, name: str):
+        """Called only for an attribute the agent lacks: a Stable-Baselines3 method (``learn``) is answered with
+        the xagents way (:data:`xagents.utils.names.SB3_METHODS`)."""
+        raise unknown_method(type(self).__name__, name)
+
     # ----------------------------------------------------------------- construction helpers
     @classmethod
     def default_hyperparameters(cls, env_id: str) -> dict:
@@ -177,19 +182,22 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                                 f"{cls.__name__}.from_env('CartPole-v1', {name}=...) or "
                                 f'xagents.utils.envs.create_envs(..., {name}=...)')
             if name not in known:
-                raise unknown_parameter(cls.__name__, name, known)
+                fit = {setting: f'fit({setting}=...)' for setting in inspect.signature(BaseAgent.fit).parameters}
+                raise unknown_parameter(cls.__name__, name, known, fit)
 
     @classmethod
     def with_new_names(cls, kwargs: dict) -> dict:
         """``kwargs`` with parameters given by an old name (:data:`RENAMED`) under their new one, each
-        with a one-line notice (when the agent or its ``fit`` has the new name and not the old)."""
+        with a one-line notice (when the agent or its ``fit`` has the new name and not the old; none for the
+        Stable-Baselines3 names in :data:`KEPT`: ``buffer_size`` is ``buffer_max_size``)."""
         names, kwargs = cls.parameter_names() | set(inspect.signature(BaseAgent.fit).parameters), dict(kwargs)
         for old, new in RENAMED.items():
             if old in kwargs and old not in names and new in names:
                 if new in kwargs:
                     raise ValueError(f'{old} is the old name of {new}: give one of them, not both')
-                logger.warning('%s: %s is deprecated, use %s (the old name goes in the next release)',
-                               cls.__name__, old, new)
+                if old not in KEPT:
+                    logger.warning('%s: %s is deprecated, use %s (the old name goes in the next release)',
+                                   cls.__name__, old, new)
                 kwargs[new] = kwargs.pop(old)
         return kwargs
 
@@ -204,6 +212,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             raise ValueError(f'{cls.__name__}\'s hyperparameters.json sets {unknown[0]!r} for {env_id}, '
                              f'which is none of its parameters')
         settings, run_settings = cls.run_settings_apart({**presets, **kwargs})
+        settings = capped_initial_size(cls, settings, kwargs)  # a preset's initial size below the user's capacity
         env_kwargs = {name: settings.pop(name) for name in ENV_PARAMETERS if name in settings}
         envs = create_envs(env_id, seed=settings.get('seed'), **env_kwargs)
         try:
@@ -394,16 +403,18 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     @validated
     def predict(self, observation: np.ndarray | dict, deterministic: bool = True,
                 action_mask: np.ndarray | None = None, state: np.ndarray | None = None,
-                episode_start: npt.ArrayLike | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-        """Env-ready actions for one observation or a batch of them, batched as given (Stable-Baselines3's
-        ``predict``), with the observation normalisation and action scaling of training; nothing learns.
-        Envs with Discrete states (FrozenLake) may give their state indices, one-hot encoded here as in training;
-        Dict observations come as a dict of arrays, every key one observation or every key a batch.
-        ``action_mask`` (``(n,)`` for one observation, ``(batch, n)`` for a batch; booleans or 0/1, as
+                episode_start: npt.ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(actions, state)``: env-ready actions for one observation or a batch of them, and the policy's memory.
+
+        As Stable-Baselines3's ``predict`` (``action, _ = agent.predict(obs)``): actions batched as the observations
+        are, with the observation normalisation and action scaling of training (nothing learns); ``state`` is None
+        for a policy without memory. Envs with Discrete states (FrozenLake) may give their state indices, one-hot
+        encoded here as in training; Dict observations come as a dict of arrays, every key one observation or every
+        key a batch. ``action_mask`` (``(n,)`` for one observation, ``(batch, n)`` for a batch; booleans or 0/1, as
         ``info['action_mask']`` or ``env.action_masks()`` give it) keeps the actions to the allowed ones.
 
-        A recurrent policy (``recurrent='lstm'``) returns ``(actions, state)``: give that ``state`` back with the
-        next observation, and ``episode_start`` (True, or ``(batch,)`` booleans) where an episode begins; without a
+        A recurrent policy (``recurrent='lstm'``) returns its memory as ``state``: give it back with the next
+        observation, and ``episode_start`` (True, or ``(batch,)`` booleans) where an episode begins; without a
         ``state`` every episode begins now. Its state is ``(S,)`` floats for one observation, ``(batch, S)`` for a
         batch.
 
@@ -417,7 +428,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         memory = given_memory(self.new_memory(len(observations)), state, episode_start, single, type(self).__name__)
         actions = self.act(observations, deterministic, **mask_kwargs(masks), **memory_kwargs(memory))
         if memory is None:
-            return actions[0] if single else actions
+            return (actions[0] if single else actions), None
         return (actions[0], memory.next_state[0]) if single else (actions, memory.next_state)
 
     def policy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None,
@@ -497,6 +508,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     @validated
     def fit(
         self,
+        *,
         target_reward: float | None = None,
         max_steps: int | None = None,
         monitor_session: str | None = None,
@@ -523,6 +535,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     ) -> Run:
         """Train until the mean reward reaches ``target_reward`` or ``max_steps`` env steps pass.
 
+        Every setting is a keyword: ``fit(max_steps=N)`` is Stable-Baselines3's ``learn(total_timesteps=N)``.
         Settings not given take the agent's run defaults (``from_env``'s presets and arguments), else those below;
         the work is :func:`xagents.training.fit.train`'s.
 
@@ -534,7 +547,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             eval_frequency: Every this many steps, play eval_episodes deterministic episodes.
             eval_episodes: Episodes per deterministic evaluation, each in its own env.
             stop_on: Judge target_reward on the 'train' mean reward or the latest 'eval' reward.
-            callbacks: More :class:`xagents.training.callbacks.Callback` s, after the built-in ones.
+            callbacks: More :class:`xagents.training.callbacks.Callback` s, after the built-in ones (one is
+                taken alone too); anything else, a Stable-Baselines3 callback included, is refused.
             total: Count max_steps over all the agent's steps (earlier fits, a resumed history), not
                 only this call's (Stable-Baselines3's reset_num_timesteps=False).
             save_dir: Save the whole agent (loadable by load, --weights) into this directory as step-N: every
@@ -560,7 +574,9 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         Returns:
             The run: its mean, best and evaluation rewards, why it stopped, and the history.
         """
-        return train(self, SimpleNamespace(**{name: value for name, value in locals().items() if name != 'self'}))
+        settings = SimpleNamespace(**{name: value for name, value in locals().items() if name != 'self'})
+        settings.callbacks = checked_callbacks(callbacks)  # before anything is made
+        return train(self, settings)
 
     def config(self) -> dict:
         """Hyperparameters worth recording with a run."""

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 
 from xagents.utils.names import suggestion
 from xagents.app.signatures import StaticFunction
-from xagents.utils.validation import RENAMED
+from xagents.utils.validation import KEPT, RENAMED
 
 # Parameters that take Python objects (envs, callbacks) have no flag.
 SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs', 'callbacks'}
@@ -163,7 +163,8 @@ class ArgumentParser(argparse.ArgumentParser):
             old, new = getattr(namespace, key), '--' + key[len(OLD_NAME_GIVEN):].replace('_', '-')
             if any(word == new or word.startswith(new + '=') for word in args):
                 self.error(f'{old} is the old name of {new}: give one of them, not both')
-            sys.stderr.write(f'{self.prog}: {old} is deprecated, use {new} (the old name goes in the next release)\n')
+            if old[2:].replace('-', '_') not in KEPT:  # a Stable-Baselines3 name, taken for good
+                sys.stderr.write(f'{self.prog}: {old} is deprecated, use {new} (the old name goes in the next release)\n')
             delattr(namespace, key)
         return namespace, rest
 

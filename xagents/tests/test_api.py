@@ -37,9 +37,9 @@ def trained_ppo():
 
 def test_predict_takes_one_observation_or_a_batch_and_matches_greedy_actions(trained_ppo):
     observations = cartpole_observations()
-    batch = trained_ppo.predict(observations)
+    batch, _ = trained_ppo.predict(observations)
     assert batch.shape == (100,) and set(np.unique(batch)) <= {0, 1}
-    assert [int(trained_ppo.predict(o)) for o in observations[:10]] == list(batch[:10])
+    assert [int(trained_ppo.predict(o)[0]) for o in observations[:10]] == list(batch[:10])
     # The oracle: the policy's argmax on observations normalised by hand with the statistics.
     stats = trained_ppo.observation_stats
     normalised = np.clip((observations - stats.mean) / np.sqrt(stats.var + 1e-8), -10, 10).astype(np.float32)
@@ -50,10 +50,10 @@ def test_predict_takes_one_observation_or_a_batch_and_matches_greedy_actions(tra
 def test_predict_scales_box_actions_to_the_env_bounds():
     agent = SAC.from_env('Pendulum-v1', seed=0, quiet=True)
     observations = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
-    actions = agent.predict(observations)
+    actions, _ = agent.predict(observations)
     mean = np.split(agent.actor(observations).numpy(), 2, -1)[0]
     np.testing.assert_allclose(actions, 2.0 * np.tanh(mean), rtol=1e-5, atol=1e-6)  # Pendulum: [-2, 2]
-    assert actions.shape == (50, 1) and agent.predict(observations[0]).shape == (1,)
+    assert actions.shape == (50, 1) and agent.predict(observations[0])[0].shape == (1,)
 
 
 def test_predict_refuses_a_wrong_shape(trained_ppo):
@@ -67,7 +67,7 @@ def test_save_and_load_rebuild_the_agent_from_the_directory_alone(trained_ppo, w
     assert manifest['agent'] == 'PPO' and manifest['env']['env_id'] == 'CartPole-v1' and manifest['steps'] == 4096
     loaded = PPO.load('saved')
     observations = cartpole_observations()
-    np.testing.assert_array_equal(loaded.predict(observations), trained_ppo.predict(observations))
+    np.testing.assert_array_equal(loaded.predict(observations)[0], trained_ppo.predict(observations)[0])
     assert loaded.steps == 4096 and loaded.n_envs == trained_ppo.n_envs
     np.testing.assert_array_equal(loaded.observation_stats.mean, trained_ppo.observation_stats.mean)
     for mine, theirs in zip(loaded.optimizer.variables, trained_ppo.optimizer.variables):
@@ -135,7 +135,7 @@ def test_load_on_a_users_env_of_the_same_spaces(trained_ppo, workdir):
     loaded = PPO.load('saved', env=gym.make('CartPole-v1'))
     assert loaded.n_envs == 1
     observations = cartpole_observations()
-    np.testing.assert_array_equal(loaded.predict(observations), trained_ppo.predict(observations))
+    np.testing.assert_array_equal(loaded.predict(observations)[0], trained_ppo.predict(observations)[0])
 
 
 def test_a_saved_directory_is_accepted_by_weights_on_the_command_line(trained_ppo, workdir, xagents_cli):
@@ -371,7 +371,7 @@ def test_export_command_writes_a_policy_that_acts_as_predict(trained_ppo, workdi
     assert 'Assets written' not in out + err and 'renamed' not in out + err  # TensorFlow's notes stay quiet
     observations = cartpole_observations()
     np.testing.assert_array_equal(load_exported(f'policy.{format}', format)(observations),
-                                  trained_ppo.predict(observations))
+                                  trained_ppo.predict(observations)[0])
     status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved',
                                  '--path', f'policy.{format}', '--format', format)
     assert status == 2 and err.strip().endswith(f'policy.{format} already exists: remove it or choose another '
@@ -409,7 +409,7 @@ def test_the_command_line_plays_and_exports_weights_trained_with_normalisation(t
     from xagents.utils.export import load_exported
 
     observations = cartpole_observations()  # the policy normalises as it was trained to, not as a plain agent
-    np.testing.assert_array_equal(load_exported('p.onnx', 'onnx')(observations), trained_ppo.predict(observations))
+    np.testing.assert_array_equal(load_exported('p.onnx', 'onnx')(observations), trained_ppo.predict(observations)[0])
 
 
 def test_an_agent_built_on_a_users_env_is_loaded_on_an_env_given_again(workdir):
@@ -425,7 +425,7 @@ def test_an_agent_built_on_a_users_env_is_loaded_on_an_env_given_again(workdir):
     assert len(xagents.evaluate(agent, gym.make('CartPole-v1'), episodes=2).returns) == 2
     loaded = PPO.load('saved', env=gym.make('CartPole-v1'))
     observations = cartpole_observations(20)
-    np.testing.assert_array_equal(loaded.predict(observations), agent.predict(observations))
+    np.testing.assert_array_equal(loaded.predict(observations)[0], agent.predict(observations)[0])
     with pytest.raises(ValueError, match='comes from a run with observation space'):
         PPO.load('saved', env=gym.make('Acrobot-v1'))
 
@@ -435,8 +435,8 @@ def test_predict_takes_the_state_indices_of_a_discrete_observation_env():
     agent = PPO.from_env('FrozenLake-v1', quiet=True, n_envs=2, seed=0)
     state, _ = gym.make('FrozenLake-v1').reset(seed=0)
     one_hot = np.eye(16, dtype=np.float32)
-    assert agent.predict(state) == agent.predict(one_hot[state])
-    np.testing.assert_array_equal(agent.predict(np.arange(16)), agent.predict(one_hot))
+    assert agent.predict(state)[0] == agent.predict(one_hot[state])[0]
+    np.testing.assert_array_equal(agent.predict(np.arange(16))[0], agent.predict(one_hot)[0])
 
 
 @pytest.mark.parametrize('call, message', [

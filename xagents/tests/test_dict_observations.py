@@ -249,10 +249,10 @@ def trained():
 
 def test_predict_takes_one_observation_or_a_batch(trained):
     observations = samples(5, seed=3)
-    batch = trained.predict(observations)
+    batch = trained.predict(observations)[0]
     assert batch.shape == (5,)
     for i in range(5):
-        assert trained.predict({key: value[i] for key, value in observations.items()}) == batch[i]
+        assert trained.predict({key: value[i] for key, value in observations.items()})[0] == batch[i]
     with pytest.raises(ValueError, match="expected observation 'position' shaped \\(3,\\)"):
         trained.predict({**observations, 'position': np.zeros((5, 4))})
     with pytest.raises(ValueError, match='expected a dict of arrays with keys'):
@@ -269,7 +269,7 @@ def test_export_takes_one_named_input_per_key_and_equals_predict(trained, tmp_pa
         pytest.importorskip('ai_edge_litert')
     path = trained.export(str(tmp_path / f'policy.{format}'), format)
     observations = samples(7, seed=4)
-    np.testing.assert_array_equal(load_exported(path, format)(observations), trained.predict(observations))
+    np.testing.assert_array_equal(load_exported(path, format)(observations), trained.predict(observations)[0])
     if format == 'onnx':
         import onnxruntime
         names = [each.name for each in onnxruntime.InferenceSession(path).get_inputs()]
@@ -280,7 +280,7 @@ def test_save_and_load_keep_the_policy_and_statistics(trained, tmp_path):
     trained.save(str(tmp_path / 'agent'))
     loaded = PPO.load(str(tmp_path / 'agent'))
     observations = samples(6, seed=5)
-    np.testing.assert_array_equal(loaded.predict(observations), trained.predict(observations))
+    np.testing.assert_array_equal(loaded.predict(observations)[0], trained.predict(observations)[0])
     np.testing.assert_array_equal(loaded.observation_stats.mean, trained.observation_stats.mean)
     assert loaded.evaluate(2).returns.shape == (2,)
 
@@ -355,7 +355,7 @@ def test_every_agent_trains_on_dict_observations(agent_class):
     agent.fit(max_steps=96)
     after = agent.models[agent.model_roles[0]].get_weights()
     assert any(not np.array_equal(a, b) for a, b in zip(before, after)), 'no weight changed'
-    actions = agent.predict(samples(3))
+    actions = agent.predict(samples(3))[0]
     assert len(actions) == 3
 
 
@@ -495,7 +495,7 @@ def test_an_image_key_trains_through_the_nature_cnn_and_exports_as_predict(agent
     draws = [big.sample() for _ in range(5)]
     observations = {key: np.stack([draw[key] for draw in draws]) for key in big.spaces}
     path = agent.export(str(tmp_path / 'policy'), 'saved_model')
-    np.testing.assert_array_equal(load_exported(path)(observations), agent.predict(observations))
+    np.testing.assert_array_equal(load_exported(path)(observations), agent.predict(observations)[0])
 
 
 def test_a_non_finite_final_observation_is_named_by_its_key():

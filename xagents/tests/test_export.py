@@ -53,7 +53,7 @@ def test_an_export_acts_as_predict_does(agent, format, tmp_path):
     observations = env_observations(agent)
     path = agent.export(str(tmp_path / f'policy.{format}'), format)
     exported = load_exported(path, format)
-    expected = agent.predict(observations, deterministic=True)
+    expected, _ = agent.predict(observations, deterministic=True)
     got = exported(observations)
     assert got.shape == expected.shape
     if isinstance(agent.envs.single_action_space, gym.spaces.Discrete):
@@ -73,6 +73,6 @@ def test_every_agent_exports_its_greedy_policy(agent_name, tmp_path):
     try:
         observations = env_observations(built, 20)
         exported = load_exported(built.export(str(tmp_path / 'policy'), 'saved_model'), 'saved_model')
-        np.testing.assert_allclose(exported(observations), built.predict(observations, deterministic=True), atol=1e-5)
+        np.testing.assert_allclose(exported(observations), built.predict(observations, deterministic=True)[0], atol=1e-5)
     finally:
         built.envs.close()

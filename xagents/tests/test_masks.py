@@ -257,7 +257,7 @@ def test_dqn_targets_run_over_the_next_states_allowed_actions(double):
     # Greedy and exploring actions keep to the mask too.
     observations = np.eye(N_STATES, dtype=np.float32)[[1, 3]]
     np.testing.assert_array_equal(agent.policy(observations, True, ALLOWED[[1, 3]]), [2, 0])
-    np.testing.assert_array_equal(agent.predict(observations, action_mask=ALLOWED[[1, 3]]), [2, 0])
+    np.testing.assert_array_equal(agent.predict(observations, action_mask=ALLOWED[[1, 3]])[0], [2, 0])
     agent.epsilon_start = agent.epsilon_end = 1.0  # every action random
     explored = np.stack([agent.explore(observations, ALLOWED[[1, 3]]) for _ in range(200)])
     assert ALLOWED[[1, 3]][np.arange(2), explored].all()
@@ -344,7 +344,7 @@ def test_multi_discrete_predict_and_export_take_masks(tmp_path):
 
     agent = make_agent('PPO', 'MaskedMultiCount-v0')
     observations = np.eye(N_STATES, dtype=np.float32)
-    actions = agent.predict(observations, action_mask=MULTI_ALLOWED)
+    actions, _ = agent.predict(observations, action_mask=MULTI_ALLOWED)
     assert actions.shape == (N_STATES, 2)
     assert MULTI_ALLOWED[np.arange(N_STATES), actions[:, 0]].all()
     assert MULTI_ALLOWED[np.arange(N_STATES), N_ACTIONS + actions[:, 1]].all()
@@ -393,15 +393,15 @@ def test_predict_and_exports_take_masks(tmp_path):
 
     agent = make_agent('PPO')
     observations = np.eye(N_STATES, dtype=np.float32)
-    actions = agent.predict(observations, action_mask=ALLOWED)
+    actions, _ = agent.predict(observations, action_mask=ALLOWED)
     assert ALLOWED[np.arange(N_STATES), actions].all()
-    assert agent.predict(observations[2], action_mask=ALLOWED[2]) == 4
+    assert agent.predict(observations[2], action_mask=ALLOWED[2])[0] == 4
     with pytest.raises(ValueError, match='allows no action'):
         agent.predict(observations[2], action_mask=np.zeros(N_ACTIONS))
     masked = load_exported(agent.export(str(tmp_path / 'masked'), action_mask=True))
     np.testing.assert_array_equal(masked(observations, ALLOWED), actions)
     plain = load_exported(agent.export(str(tmp_path / 'plain')))
-    np.testing.assert_array_equal(plain(observations), agent.predict(observations))
+    np.testing.assert_array_equal(plain(observations), agent.predict(observations)[0])
     for format in ('onnx', 'tflite'):
         try:
             exported = load_exported(agent.export(str(tmp_path / f'masked.{format}'), action_mask=True))

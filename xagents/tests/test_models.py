@@ -166,7 +166,7 @@ def test_stacked_vector_observations_are_flattened_for_the_mlp_defaults(agent_cl
         np.testing.assert_allclose(numpy_output, keras_output, rtol=1e-5, atol=1e-5)  # the NumPy mirror flattens too
     run = agent.fit(max_steps=512)
     assert run.steps >= 512 and all(np.isfinite(value) for value in run.metrics.values())
-    assert agent.predict(observations[0]).shape == env.action_space.shape
+    assert agent.predict(observations[0])[0].shape == env.action_space.shape
 
 
 def test_only_uint8_boxes_of_three_dimensions_are_images():

@@ -150,10 +150,10 @@ def test_predict_gives_env_ready_actions_and_an_update_uses_the_sampled_log_prob
         action_space = agent.envs.single_action_space
         observations = np.random.default_rng(0).uniform(-1, 1, (7, 4)).astype(np.float32)
         for deterministic in (True, False):
-            batch = agent.predict(observations, deterministic=deterministic)
+            batch, _ = agent.predict(observations, deterministic=deterministic)
             assert batch.shape == (7, *action_space.shape) and batch.dtype == action_space.dtype
             assert all(action_space.contains(action) for action in batch)
-            one = agent.predict(observations[0], deterministic=deterministic)
+            one, _ = agent.predict(observations[0], deterministic=deterministic)
             assert one.shape == action_space.shape and action_space.contains(one)
         # Acting stores flat choices from 0 and their log-probs; the update's graph computes the same ones.
         agent.start_envs()
@@ -182,7 +182,7 @@ def test_fit_save_load_evaluate_and_play_send_the_env_valid_actions(space, tmp_p
         observations = np.random.default_rng(1).uniform(-1, 1, (9, 4)).astype(np.float32)
         path = agent.save(str(tmp_path / 'saved'))
         loaded = PPO.load(path)
-        np.testing.assert_array_equal(loaded.predict(observations), agent.predict(observations))
+        np.testing.assert_array_equal(loaded.predict(observations)[0], agent.predict(observations)[0])
         result = loaded.evaluate(episodes=3)
         assert len(result.returns) == 3 and (result.lengths == 6).all()
         games = loaded.play(episodes=2, max_steps=6)
@@ -208,7 +208,7 @@ def test_exports_give_what_predict_gives(space, format, tmp_path):
         if space == 'match-start':  # one-hot targets, as the env shows them
             observations = np.stack([MatchTargets().reset(seed=seed)[0] for seed in range(50)])
         exported = load_exported(agent.export(str(tmp_path / f'policy.{format}'), format), format)
-        expected = agent.predict(observations)
+        expected, _ = agent.predict(observations)
         got = exported(observations)
         assert got.shape == expected.shape == (50, *agent.envs.single_action_space.shape)
         np.testing.assert_array_equal(got, expected)

@@ -13,7 +13,6 @@ from xagents.utils.validation import RENAMED
 @pytest.mark.parametrize('agent_class, old, value, new', [
     (PPO, 'clip_norm', 0.3, 'clip_range'),
     (PPO, 'divergence_monitoring_steps', 500, 'plateau_start_steps'),
-    (ACER, 'buffer_size', 400, 'buffer_max_size'),
     (ACER, 'replay_start', 7, 'buffer_initial_size'),  # over CartPole's tuned 50
     (DQN, 'n_steps', 3, 'return_steps'),
 ])

@@ -51,7 +51,7 @@ KINDS: dict[str, str] = {
 
 
 # Parameters renamed so that a name says one thing, old name: new name; the old names work for one
-# more release, with a notice (a constructor argument, or a flag).
+# more release, with a notice (a constructor argument, or a flag), except those in KEPT.
 RENAMED = {
     'clip_norm': 'clip_range',  # PPO's ratio clip, not a gradient norm (that is grad_norm)
     'divergence_monitoring_steps': 'plateau_start_steps',  # when the plateau rules start
@@ -59,6 +59,8 @@ RENAMED = {
     'replay_start': 'buffer_initial_size',  # ACER's segments stored before replay, likewise
     'n_steps': 'return_steps',  # off-policy n-step returns (on-policy n_steps is the rollout length)
 }
+# Old names that are Stable-Baselines3's too (its replay capacity): taken for good, without a notice.
+KEPT = {'buffer_size'}
 
 
 def check_value(name: str, value: Any, annotation: str = '') -> None:
