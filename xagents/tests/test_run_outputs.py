@@ -171,3 +171,15 @@ def test_ctrl_c_saves_the_agent_at_the_step_it_stopped_and_the_line_names_the_sa
     assert f'Interrupted at step {step}' in out and os.listdir('sd') == [f'step-{step:012d}']
     assert PPO.load('sd').steps == step
     assert np.isfinite(read_history('h.parquet')['mean_reward']).all()
+
+
+def test_tune_and_benchmark_train_without_run_folders(workdir, xagents_cli):
+    """They build runs too, and keep what they need in their own outputs: a study, a benchmark's --output."""
+    status, _, err = xagents_cli('tune', 'ppo', '--env', 'CartPole-v1', '--trial-steps', '500', '--n-reports', '1',
+                                 '--n-trials', '1', '--lr', '1e-4', '1e-2')
+    assert status == 0, err
+    status, _, err = xagents_cli('benchmark', '--agents', 'ppo', '--envs', 'CartPole-v1', '--target', '15', '--seeds',
+                                 '0', '--max-steps', '256', '--eval-frequency', '128', '--output', 'out')
+    assert status == 0, err
+    assert 'runs' not in os.listdir('.') and sorted(os.listdir('out/runs')) == ['ppo-CartPole-v1-0.json',
+                                                                                'ppo-CartPole-v1-0.parquet']
