@@ -134,3 +134,27 @@ def test_weights_and_history_are_written_every_two_seconds_and_at_the_end(workdi
     # The weights of the best: copied at the end of the round whose episodes first reached it.
     reached = history['step'][history['mean_reward'] == run.best_reward].iloc[0]
     assert 0 <= read_checkpoint('w.tf').steps - reached < agent.n_envs * agent.n_steps
+
+
+class CtrlC(Callback):
+    """Ctrl-C as it lands in a run: a KeyboardInterrupt at the end of the second round; records what on_stop hears."""
+
+    def __init__(self) -> None:
+        self.rounds, self.reason = 0, 'not heard'
+
+    def on_round(self, run):
+        self.rounds += 1
+        if self.rounds == 2:
+            raise KeyboardInterrupt
+
+    def on_stop(self, run):
+        self.reason = run.reason
+
+
+def test_ctrl_c_ends_a_run_in_order_with_its_reason_and_its_final_save(workdir):
+    agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, quiet=True)
+    ctrl_c = CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        agent.fit(max_steps=10_000, save_dir='saves', callbacks=[ctrl_c])
+    assert ctrl_c.reason == 'Interrupted at step 256' and os.listdir('saves') == ['step-000000000256']
+    assert PPO.load('saves').steps == 256

@@ -128,6 +128,8 @@ class FailsAt(gym.Wrapper):
 
 def test_every_normal_end_saves_the_final_agent_an_error_does_not(workdir):
     agent = PPO.from_env('CartPole-v1', seed=0, n_envs=2, n_steps=64, quiet=True, reward_buffer_size=5)
+    agent.fit(max_steps=128)
+    assert os.listdir('.') == []  # Python's fit writes only what it is asked to, as Stable-Baselines3's learn
     first = agent.fit(target_reward=10, save_dir='target')  # reached at once: CartPole's episodes last 10+ steps
     assert first.reason.startswith('Reward achieved') and os.listdir('target') == [f'step-{first.steps:012d}']
     run = agent.fit(max_steps=10 ** 6, callbacks=[StopAfter(2)], save_dir='stopped')
