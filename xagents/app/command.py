@@ -25,6 +25,9 @@ def interrupted(error: BaseException) -> bool:
 
 def main() -> None:
     """Entry point of the ``xagents`` console script and of ``python -m xagents``."""
+    # A terminated command stops as on Ctrl-C from its first moment (reading an env's presets, loading TensorFlow),
+    # not only once its run or search has started: one line, status 130.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         from xagents.app.cli import main as command
     except BaseException as error:

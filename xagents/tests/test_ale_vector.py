@@ -1,4 +1,9 @@
 """ale-py's C++ vector env against Gymnasium's vector env with xagents' Python Atari wrappers, on the same actions."""
+import re
+import signal
+import subprocess
+import time
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -101,7 +106,7 @@ def test_ale_ids_use_it_by_default_and_refuse_it_in_one_line_where_it_cannot_ser
     assert isinstance(create_envs('PongNoFrameskip-v4', n_envs=2, async_envs=True), gym.vector.AsyncVectorEnv)
     assert isinstance(create_envs('PongNoFrameskip-v4', n_envs=2, preprocess=False), gym.vector.SyncVectorEnv)
     sticky = create_envs('ALE/Pong-v5', n_envs=1)
-    assert sticky.ale.ale is not None and sticky.spec.kwargs['repeat_action_probability'] == 0.25
+    assert sticky.games[0].ale is not None and sticky.spec.kwargs['repeat_action_probability'] == 0.25
     with pytest.raises(ValueError, match='ale_vector cannot step CartPole-v1: it steps ALE ids only'):
         create_envs('CartPole-v1', ale_vector=True)
     with pytest.raises(ValueError, match='takes no env_kwargs mode'):
@@ -131,3 +136,71 @@ def test_an_agent_saved_on_it_loads_on_it(tmp_path):
     assert isinstance(loaded.envs, AleVectorEnv) and loaded.envs.num_envs == 2
     python = PPO.load(str(tmp_path / 'saved'), ale_vector=False)
     assert isinstance(python.envs, gym.vector.SyncVectorEnv)
+
+
+def test_games_built_in_groups_step_and_reset_as_one_vector_env(monkeypatch):
+    import xagents.utils.ale_vector as ale_vector
+
+    settings = {'n_envs': 5, 'noop_max': 0, 'fire_reset': False, 'seed': 0}
+    whole = create_envs('BreakoutNoFrameskip-v4', ale_vector=True, **settings)
+    monkeypatch.setattr(ale_vector, 'GAMES_PER_BUILD', 2)
+    grouped = create_envs('BreakoutNoFrameskip-v4', ale_vector=True, **settings)
+    assert (len(whole.games), len(grouped.games)) == (1, 3)
+    for got, want in zip(grouped.reset(seed=0), whole.reset(seed=0)):
+        np.testing.assert_equal(got, want)
+    rng, dones = np.random.default_rng(0), 0
+    for step in range(300):
+        actions = rng.integers(0, 4, 5)
+        got, want = grouped.step(actions), whole.step(actions)
+        for index in range(4):
+            np.testing.assert_array_equal(got[index], want[index], err_msg=f'output {index} at step {step}')
+        np.testing.assert_equal(got[4], want[4])  # lives, final frames and scores
+        dones += int((got[2] | got[3]).any())
+    assert dones  # final frames were compared
+    mask = np.array([False, True, False, False, True])  # envs of two groups, a third group untouched
+    for got, want in zip(grouped.reset(seed=7, options={'reset_mask': mask}),
+                         whole.reset(seed=7, options={'reset_mask': mask})):
+        np.testing.assert_equal(got, want)
+    actions = rng.integers(0, 4, 5)
+    for got, want in zip(grouped.step(actions), whole.step(actions)):
+        np.testing.assert_equal(got, want)
+    grouped.close()
+    whole.close()
+
+
+def test_more_games_than_memory_holds_are_refused_in_one_line_before_any_is_built(xagents_command):
+    from xagents.utils.memory import available_bytes
+
+    # Each game holds about 1.65 MiB (xagents.utils.memory): this many surely cannot fit, though what Python alone
+    # sees of a game (about 0.8 MB) would.
+    count = int(available_bytes() / (1.2 * 2 ** 20))
+    started = time.monotonic()
+    try:
+        done = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', str(count)],
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f'{count:,} games were being built')
+    assert done.returncode == 2, done.stderr
+    assert re.fullmatch(rf'xagents train ppo: error: {count:,} PongNoFrameskip-v4 envs needs [\d,.]+ GiB of memory, '
+                        r'[\d,.]+ GiB is available: use fewer envs \(--n-envs, --eval-episodes\)\n', done.stderr)
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize('signal_number', [signal.SIGTERM, signal.SIGINT], ids=['SIGTERM', 'Ctrl-C'])
+def test_a_signal_while_many_games_are_built_stops_within_seconds(xagents_command, signal_number):
+    # 200 games take a minute or more to build on 2 cores, in C++ that holds the GIL.
+    process = subprocess.Popen(xagents_command + ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '200',
+                                                  '--max-steps', '1000'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line == 'Making 200 PongNoFrameskip-v4 games, 8 at a time\n', (line, process.stderr.read())
+        time.sleep(2)  # inside the build
+        process.send_signal(signal_number)
+        sent = time.monotonic()
+        out, err = process.communicate(timeout=120)
+        waited = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert (process.returncode, err, out) == (130, 'xagents train ppo: interrupted\n', '')
+    assert waited < 8

@@ -28,7 +28,7 @@ import numpy as np
 from xagents.utils import goal_envs, no_velocity  # noqa: F401  (register BitFlipping-v0, PointReach-v0, CartPoleNoVel-v1...)
 from xagents.utils.ale_vector import AleVectorEnv
 from xagents.utils.masks import with_mask_info
-from xagents.utils.memory import check_fits
+from xagents.utils.memory import ALE_GAME_BYTES, check_fits
 from xagents.utils.validation import validated
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
@@ -342,6 +342,8 @@ def create_envs(
         make().close()
         one = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
+        if is_atari(env_id):  # its emulator lives in C++, which tracemalloc does not see (the Python part is in it)
+            one = max(one, ALE_GAME_BYTES)
         check_fits(f'{n_envs:,} {env_id} envs', n_envs * one, 'use fewer envs (--n-envs, --eval-episodes)')
     if ale_vector and async_envs:
         raise ValueError('ale_vector steps the games in its own threads: leave async_envs off with it')
