@@ -1,9 +1,11 @@
 """What a Stable-Baselines3 user types first either works as they expect or fails at once with the xagents way:
 fit's settings by position, predict's (action, state), SB3-style callbacks, SB3 names in Python and as flags,
-buffer_size."""
+buffer_size, wrapper_class, and env kwargs given as text."""
 from __future__ import annotations
 
+import json
 import logging
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 import xagents
 from xagents import ACER, DDPG, DQN, PPO, SAC, TD3
 from xagents.training.callbacks import Callback
+from xagents.utils.envs import create_envs
 
 WRAPPER = 'xagents.tests.test_sb3_habits:AppendOne'
 WRAPPED: list[gym.Env] = []  # every env AppendOne wrapped, evaluation's and play's included
@@ -232,3 +235,84 @@ def test_buffer_size_flag_trains_without_a_notice(workdir, xagents_cli):
                                    '320', '--seed', '0')
     assert status == 0 and 'deprecated' not in err + out, err
     assert 'buffer_initial_size 1,000 (not given) is above buffer_max_size 300' in out
+
+
+# -------------------------------------------------------------------------------------------- wrapper
+def test_a_wrapper_wraps_training_and_evaluation_envs_and_keeps_the_id_preset():
+    WRAPPED.clear()
+    wrapped = PPO.from_env('CartPole-v1', wrapper=AppendOne, seed=0, quiet=True)
+    assert wrapped.n_steps == 32 and wrapped.envs.num_envs == 8  # CartPole-v1's preset
+    assert wrapped.envs.single_observation_space.shape == (5,) and len(WRAPPED) == 8
+    run = wrapped.fit(max_steps=512, eval_frequency=256, eval_episodes=3)
+    assert np.isfinite(run.eval_reward)  # evaluated on 5 numbers: an unwrapped env would give 4
+    assert len(WRAPPED) == 8 + 2 * 3  # two evaluations of three envs, each wrapped
+    result = wrapped.evaluate(episodes=2)
+    assert len(WRAPPED) == 16 and len(result.returns) == 2
+    envs = create_envs('CartPole-v1', n_envs=2, wrapper=WRAPPER)  # the same by module:name
+    assert envs.single_observation_space.shape == (5,)
+
+
+def test_a_reward_wrapper_changes_what_the_learner_sees_and_scores_stay_the_games():
+    envs = create_envs('CartPole-v1', n_envs=1, seed=0, wrapper=scaled_rewards)
+    envs.reset(seed=0)
+    _, rewards, *_ = envs.step(np.array([0]))
+    assert rewards[0] == 100.0
+    learner = PPO(envs)
+    result = learner.evaluate(episodes=2)
+    np.testing.assert_array_equal(result.returns, result.lengths)  # CartPole's own +1 a step, not x100
+
+
+def test_a_save_records_the_wrapper_and_load_and_play_rebuild_it(tmp_path):
+    saved = PPO.from_env('CartPole-v1', wrapper=AppendOne, n_envs=2, quiet=True)
+    saved.save(str(tmp_path / 'agent'))
+    with open(tmp_path / 'agent' / 'agent.json') as file:
+        assert json.load(file)['env']['wrapper'] == WRAPPER
+    WRAPPED.clear()
+    loaded = PPO.load(str(tmp_path / 'agent'))
+    assert loaded.envs.single_observation_space.shape == (5,) and len(WRAPPED) == 2
+    assert len(loaded.play(episodes=1).returns) == 1 and len(WRAPPED) == 3
+
+
+def test_a_wrapper_no_save_can_name_is_said_in_one_line_at_load(tmp_path):
+    saved = PPO.from_env('CartPole-v1', wrapper=lambda env: AppendOne(env), n_envs=2, quiet=True)
+    saved.save(str(tmp_path / 'agent'))
+    with pytest.raises(ValueError) as error:
+        PPO.load(str(tmp_path / 'agent'))
+    assert str(error.value).startswith('the envs were wrapped by test_a_wrapper_no_save_can_name_is_said_in_one_line_'
+                                       'at_load.<locals>.<lambda>, which a save cannot record')
+    assert 'pass the wrapper again (load(..., wrapper=fn)' in str(error.value)
+    assert PPO.load(str(tmp_path / 'agent'), wrapper=AppendOne).envs.single_observation_space.shape == (5,)
+
+
+def test_wrapper_flag_trains_and_play_rebuilds_it_from_the_save(workdir, xagents_cli):
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--wrapper', WRAPPER, '--n-envs', '2',
+                                 '--max-steps', '64', '--save-dir', 'sd', '--save-frequency', '64', '--quiet')
+    assert status == 0, err
+    save = os.path.join('sd', sorted(os.listdir('sd'))[-1])
+    WRAPPED.clear()
+    status, out, err = xagents_cli('play', 'ppo', '--env', 'CartPole-v1', '--weights', save)
+    assert status == 0 and 'Episode reward' in out, err
+    assert len(WRAPPED) >= 1 and WRAPPED[-1].observation_space.shape == (5,)
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--wrapper', 'no_such_module:wrap')
+    assert status == 2 and err == ("xagents train ppo: error: cannot import 'no_such_module' for wrapper "
+                                   "no_such_module:wrap: ModuleNotFoundError: No module named 'no_such_module'\n")
+
+
+# ------------------------------------------------------------------------------------- env kwargs as text
+@pytest.mark.parametrize('env_id, kwargs, message', [
+    ('Pendulum-v1', {'g': 'ten'}, "Pendulum-v1 env_kwargs: expected g to be a number (default 10.0), got the text 'ten'"),
+    ('CartPole-v1', {'max_episode_steps': 'ten'},
+     "CartPole-v1 env_kwargs: expected max_episode_steps to be an integer, got 'ten'"),
+    ('CartPole-v1', {'sutton_barto_reward': 'false'},
+     "CartPole-v1 env_kwargs: expected sutton_barto_reward to be true or false (default False), got the text 'false'"),
+])
+def test_an_env_kwarg_given_as_text_where_the_env_takes_a_number_is_named(env_id, kwargs, message):
+    with pytest.raises(ValueError) as error:
+        create_envs(env_id, env_kwargs=kwargs)
+    assert str(error.value) == message
+
+
+def test_env_kwargs_flag_given_as_text_is_one_line(xagents_cli):
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'Pendulum-v1', '--env-kwargs', 'g=ten', '--max-steps', '10')
+    assert status == 2 and err == ("xagents train ppo: error: Pendulum-v1 env_kwargs: expected g to be a number "
+                                   "(default 10.0), got the text 'ten'\n")

@@ -29,7 +29,7 @@ from xagents.utils import goal_envs, no_velocity  # noqa: F401  (register BitFli
 from xagents.utils.ale_vector import AleVectorEnv
 from xagents.utils.masks import with_mask_info
 from xagents.utils.memory import ALE_GAME_BYTES, check_fits
-from xagents.utils.validation import validated
+from xagents.utils.validation import check_value, validated
 
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 NO_EPISODES = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
@@ -238,6 +238,7 @@ def make_env(
     raw_wrapper: Callable[[gym.Env], gym.Env] | None = None,
     env_kwargs: dict | None = None,
     observation_keys: Sequence[str] | None = None,
+    wrapper: str | Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.Env:
     """Make one environment, with Atari preprocessing when asked (by default for ALE ids).
 
@@ -249,7 +250,9 @@ def make_env(
 
     ``raw_wrapper`` wraps the raw env below everything else (``play`` records whole games there);
     ``env_kwargs`` go to ``gym.make``; ``observation_keys`` keeps these keys of a Dict observation
-    (``gymnasium.wrappers.FilterObservation``: MiniGrid's image and direction without its mission text).
+    (``gymnasium.wrappers.FilterObservation``: MiniGrid's image and direction without its mission text);
+    ``wrapper`` (a function ``gym.Env -> gym.Env``, or its ``module:name``) wraps the env last, above every other
+    wrapper: what it changes the agent sees, while scores stay the game's.
     """
     entry_point = env_spec(env_id).entry_point
     if isinstance(entry_point, str) and entry_point.startswith('gymnasium.envs.mujoco'):
@@ -276,7 +279,7 @@ def make_env(
     if isinstance(env.observation_space, gym.spaces.Discrete):  # a state index, one-hot encoded as SB3 does
         env = one_hot_observations(env)
     if not preprocess:
-        return env
+        return wrapped(env, wrapper)
     if len(env.observation_space.shape) != 3 or not is_atari(env_id):
         raise ValueError(
             f'--preprocess expects an Atari environment, got {env_id} with observations of '
@@ -289,7 +292,99 @@ def make_env(
         env = FireReset(env)
     if clip_rewards is not False:
         env = gym.wrappers.TransformReward(env, np.sign)
-    return ChannelsLast(gym.wrappers.FrameStackObservation(env, frame_stack))
+    return wrapped(ChannelsLast(gym.wrappers.FrameStackObservation(env, frame_stack)), wrapper)
+
+
+def wrapped(env: gym.Env, wrapper: str | Callable[[gym.Env], gym.Env] | None) -> gym.Env:
+    """``env`` wrapped by the user's ``wrapper`` (a function, or its ``module:name``), checked to give back an env."""
+    if wrapper is None:
+        return env
+    function = wrapper_function(wrapper)
+    result = function(env)
+    if not isinstance(result, gym.Env):
+        raise ValueError(f'expected wrapper {wrapper_name(wrapper)} to return a gymnasium Env, got '
+                         f'{type(result).__name__}')
+    return result
+
+
+def wrapper_function(wrapper: str | Callable[[gym.Env], gym.Env]) -> Callable[[gym.Env], gym.Env]:
+    """The function a ``wrapper`` names: itself, or ``module:name`` imported (a user's module, as ``--env
+    module:ID`` imports it), refused in one line where nothing importable has that name."""
+    if callable(wrapper):
+        return wrapper
+    if isinstance(wrapper, str) and wrapper.startswith('<'):  # what a save records of a function it cannot name
+        raise ValueError(f'the envs were wrapped by {wrapper[1:-1]}, which a save cannot record (a lambda, a local '
+                         'function or a partial is not importable by name): pass the wrapper again (load(..., '
+                         'wrapper=fn), --wrapper module:name), or define it at module level')
+    module, colon, name = str(wrapper).partition(':')
+    if not colon or not module or not name:
+        raise ValueError(f'expected wrapper as module:name (a function gym.Env -> gym.Env), got {wrapper!r}')
+    try:
+        target = importlib.import_module(module)
+    except Exception as error:  # a user's module: any error in it is theirs to fix
+        raise ValueError(f'cannot import {module!r} for wrapper {wrapper}: {type(error).__name__}: {error}') from None
+    for part in name.split('.'):
+        if not hasattr(target, part):
+            script = ' (a script\'s functions cannot be imported from elsewhere: put it in a module)' if (
+                module == '__main__') else ''
+            raise ValueError(f'{module} has no {name} for wrapper {wrapper}{script}')
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f'expected wrapper {wrapper} to be a function gym.Env -> gym.Env, got {type(target).__name__}')
+    return target
+
+
+def wrapper_name(wrapper: str | Callable[[gym.Env], gym.Env]) -> str:
+    """How files record ``wrapper``: ``module:name``, where importing that gives the same function back; else its
+    description in angle brackets, which :func:`wrapper_function` refuses with what to do."""
+    if isinstance(wrapper, str):
+        return wrapper
+    name = f'{getattr(wrapper, "__module__", None)}:{getattr(wrapper, "__qualname__", None)}'
+    try:
+        if wrapper_function(name) is wrapper:
+            return name
+    except ValueError:
+        pass
+    return f'<{getattr(wrapper, "__qualname__", None) or repr(wrapper)}>'
+
+
+# Keyword arguments of gym.make itself that take numbers, as the validation rules name them.
+MAKE_NUMBERS = {'max_episode_steps': 'int'}
+
+
+def check_env_kwargs(env_id: str, env_kwargs: dict | None) -> None:
+    """Refuse, naming it and the env, an env kwarg given as text where the env takes a number or a boolean (its
+    default, registered value or annotation says which): the env would take it and fail deep inside, often only at
+    its first step, or, for a boolean, read any text as true."""
+    if not env_kwargs:
+        return
+    spec = env_spec(env_id)
+    try:
+        creator = spec.entry_point
+        creator = gym.envs.registration.load_env_creator(creator) if isinstance(creator, str) else creator
+        parameters = dict(inspect.signature(creator).parameters)
+    except Exception:  # an entry point that cannot be inspected: gym.make reports what it refuses
+        parameters = {}
+    for name, value in dict(env_kwargs).items():  # (pairs, from the command line)
+        if name in MAKE_NUMBERS:
+            try:
+                check_value(name, value, MAKE_NUMBERS[name])
+            except ValueError as error:
+                raise ValueError(f'{env_id} env_kwargs: {error}') from None
+            continue
+        if not isinstance(value, str):
+            continue
+        parameter = parameters.get(name, inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY))
+        sample = spec.kwargs.get(name, parameter.default)
+        annotation = getattr(parameter.annotation, '__name__', str(parameter.annotation))
+        words = set(annotation.replace('|', ' ').replace('[', ' ').replace(']', ' ').split())
+        kind = 'bool' if isinstance(sample, bool) else 'number' if isinstance(sample, (int, float)) else None
+        if kind is None and 'str' not in words:
+            kind = 'bool' if 'bool' in words else 'number' if words & {'int', 'float'} else None
+        if kind is not None:
+            shown = f' (default {sample!r})' if isinstance(sample, (int, float)) else ''
+            raise ValueError(f'{env_id} env_kwargs: expected {name} to be '
+                             f'{"true or false" if kind == "bool" else "a number"}{shown}, got the text {value!r}')
 
 
 @validated
@@ -307,6 +402,7 @@ def create_envs(
     ale_vector: bool | None = None,
     env_kwargs: dict | None = None,
     observation_keys: Sequence[str] | None = None,
+    wrapper: str | Callable[[gym.Env], gym.Env] | None = None,
 ) -> gym.vector.VectorEnv:
     """Create ``n_envs`` copies of ``env_id`` as one Gymnasium vector env.
 
@@ -329,12 +425,20 @@ def create_envs(
         env_kwargs: Keyword arguments of ``gym.make`` (e.g. ``continuous=True``), given as key=value.
         observation_keys: Keep only these keys of a Dict observation (e.g. MiniGrid's image and direction,
             without its mission text).
+        wrapper: Wrap every env, evaluation's and play's too, with this function gym.Env -> gym.Env, last (the
+            agent sees what it gives; scores stay the game's): Stable-Baselines3's wrapper_class. A module:name
+            (my_wrappers:scaled, a module of the working directory or an installed one) names one, as a save
+            records it.
     """
     env_spec(env_id)
+    check_env_kwargs(env_id, env_kwargs)
+    if wrapper is not None:
+        wrapper_function(wrapper)  # a name that imports nothing is refused before any env is made
     settings = {'env_id': env_id, 'preprocess': preprocess, 'max_frame': max_frame,
                 'clip_rewards': clip_rewards, 'terminal_on_life_loss': terminal_on_life_loss,
                 'fire_reset': fire_reset, 'noop_max': noop_max, 'env_kwargs': dict(env_kwargs) if env_kwargs else None,
-                **({'observation_keys': list(observation_keys)} if observation_keys else {})}
+                **({'observation_keys': list(observation_keys)} if observation_keys else {}),
+                **({'wrapper': wrapper} if wrapper is not None else {})}
     make = functools.partial(make_env, **settings)
     if n_envs > 64:  # what one env allocates (its modules already loaded), times n_envs, before making them all
         make().close()
@@ -371,6 +475,7 @@ def ale_vector_settings(settings: dict, asked: bool | None) -> dict | None:
     reason = ('it steps ALE ids only' if not is_atari(env_id) else
               'it preprocesses every game' if settings.get('preprocess') is False else
               'it takes no observation_keys' if settings.get('observation_keys') else
+              'it takes no wrapper' if settings.get('wrapper') is not None else
               f'it takes no env_kwargs {", ".join(kwargs)}' if kwargs else None)
     if reason is not None:
         if asked:
@@ -443,10 +548,11 @@ def env_settings(envs: gym.vector.VectorEnv) -> dict | None:
 
 def vector_settings(envs: gym.vector.VectorEnv) -> dict | None:
     """:func:`create_envs` arguments that make envs like ``envs`` again (saves, workers), or None for envs not made
-    there."""
+    there; a wrapper by its ``module:name`` (see :func:`wrapper_name`)."""
     settings = env_settings(envs)
+    wrapper = {'wrapper': wrapper_name(settings['wrapper'])} if settings and 'wrapper' in settings else {}
     return settings and {**settings, 'n_envs': envs.num_envs, 'async_envs': isinstance(envs, gym.vector.AsyncVectorEnv),
-                         'ale_vector': isinstance(envs, AleVectorEnv)}
+                         'ale_vector': isinstance(envs, AleVectorEnv), **wrapper}
 
 
 def settings_for(envs: gym.vector.VectorEnv, env_id: str | None = None) -> dict:
