@@ -1,4 +1,6 @@
 """xagents.check_env and xagents check-env: spaces, agents, masks, warnings and random steps on real envs."""
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -167,3 +169,159 @@ def test_cli_help_loads_no_tensorflow():
 
     code = 'import sys; from xagents.app.cli import main; main(["check-env"]); assert "tensorflow" not in sys.modules'
     assert subprocess.run([sys.executable, '-c', code], capture_output=True).returncode == 0
+
+
+# --------------------------------------------------------------------------------- Stable-Baselines3's checks
+from xagents.utils.goal_envs import BitFlipping, PointReach  # noqa: E402
+
+
+class ShapedReach(PointReach):
+    """PointReach whose steps reward the negative distance while compute_reward stays sparse: with --her a batch
+    would hold both scales."""
+
+    def step(self, action):
+        observation, _, terminated, truncated, info = super().step(action)
+        return observation, -self.distance(), terminated, truncated, info
+
+
+class OnePairFlipping(BitFlipping):
+    """BitFlipping whose compute_reward takes one goal pair only (one number for any batch)."""
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        return float(np.array_equal(achieved_goal, desired_goal)) - 1.0
+
+
+class NotAGoalEnv(WrongShape):
+    """A compute_reward method, and Box observations."""
+
+    def step(self, action):
+        return np.zeros(4, np.float32), 0.0, False, False, {}
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        return 0.0
+
+
+@pytest.mark.parametrize('env_id', ['BitFlipping-v0', 'PointReach-v0'])
+def test_goal_envs_whose_rewards_are_compute_rewards_pass(env_id):
+    result = xagents.check_env(env_id, steps=60)
+    assert result.ok and result.goal_env and result.steps == 60, result.errors
+    assert any(note.startswith('a goal env: --her') for note in result.notes)
+
+
+@pytest.mark.parametrize('env, error', [
+    (ShapedReach(), r'^step returned a reward of -0.\d+ where compute_reward\(achieved_goal, desired_goal, info\) '
+                    r"gives -1: with --her a batch would mix step rewards and compute_reward ones; return "
+                    r"compute_reward's value from step$"),
+    (OnePairFlipping(4), r'^compute_reward is not vectorised: 2 goal pairs \(goals shaped \(2, 4\)\) gave float '
+                         r'-1.0, expected 2 rewards of -1, as one pair gives; --her calls it on batches of goal pairs$'),
+])
+def test_a_goal_env_whose_step_reward_is_not_its_compute_reward_or_whose_compute_reward_takes_one_pair_fails(
+        env, error):
+    result = xagents.check_env(env, steps=20)
+    assert not result.ok and result.goal_env and result.steps == 1 and len(result.errors) == 1
+    assert re.match(error, result.errors[0]), result.errors[0]
+
+
+def test_a_compute_reward_on_observations_her_does_not_take_is_warned():
+    result = xagents.check_env(NotAGoalEnv(), steps=5)
+    assert result.ok and not result.goal_env
+    assert any(w.startswith('the env has a compute_reward method, as goal envs do, and her expects goal-env '
+                            'observations') for w in result.warnings)
+
+
+class NoSpaces(gym.Env):
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(4, np.float32), 0.0, False, False, {}
+
+
+class NoActionSpace(NoSpaces):
+    observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+
+
+def test_an_env_without_spaces_is_told_what_is_missing():
+    result = xagents.check_env(NoSpaces())
+    assert result.errors == [
+        'the env has no observation_space: set self.observation_space to a gymnasium space (gymnasium.spaces.Box...) '
+        'in its __init__',
+        'the env has no action_space: set self.action_space to a gymnasium space (gymnasium.spaces.Discrete, Box...) '
+        'in its __init__'] and result.steps == 0
+    result = xagents.check_env(NoActionSpace())
+    assert len(result.errors) == 1 and result.errors[0].startswith('the env has no action_space')
+    assert 'observations: Box(-1.0, 1.0, (4,), float32)' in result.report()
+
+
+class Images(gym.Env):
+    """40x40 RGB images, declared uint8 channels-last unless told otherwise, returned as ``dtype``."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, dtype=np.uint8, shape=(40, 40, 3)):
+        self.observation_space = gym.spaces.Box(0, 255, shape, np.uint8)
+        self.dtype = dtype
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(self.observation_space.shape, self.dtype), {}
+
+    def step(self, action):
+        return np.zeros(self.observation_space.shape, self.dtype), 0.0, False, False, {}
+
+
+def test_images_declared_uint8_that_arrive_as_floats_fail_as_agents_would_at_reset():
+    assert xagents.check_env(Images(), steps=5).ok
+    result = xagents.check_env(Images(np.float32), steps=5)
+    assert result.errors == ['reset returned an observation that is float32: the observation space says uint8, and '
+                             'vector envs refuse that cast (agents fail at reset): return uint8 observations, or '
+                             'declare float32 ones']
+    from xagents import PPO
+    from xagents.utils.envs import EnvError
+
+    with pytest.raises(EnvError, match="Cannot cast array data from dtype\\('float32'\\) to dtype\\('uint8'\\)"):
+        PPO(Images(np.float32)).fit(max_steps=8)
+
+
+def test_channels_first_images_are_named_and_refused_in_one_line_when_an_agent_is_built():
+    from xagents import PPO
+
+    result = xagents.check_env(Images(shape=(3, 40, 40)), steps=5)
+    message = ('expect images channels-last (height x width x channels), got uint8 images shaped (3, 40, 40), '
+               'channels first: transpose them with a wrapper, gymnasium.wrappers.TransformObservation(env, lambda '
+               'obs: np.moveaxis(obs, 0, -1), Box(0, 255, (40, 40, 3), np.uint8))')
+    assert result.ok and result.agents == () and result.warnings == [f'no agent takes these observations: agents {message}']
+    with pytest.raises(ValueError, match=re.escape(f'PPO {message.replace("expect", "expects", 1)}')):
+        PPO(Images(shape=(3, 40, 40)))
+
+
+class UnboundedActions(WrongShape):
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    action_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float64)
+
+    def step(self, action):
+        return np.array([0, 0, np.inf, 0], np.float32), 0.0, False, False, {}
+
+
+def test_unbounded_or_float64_actions_and_infinite_observations():
+    """inf bounds of observations: a warning (their scale is unknown); of actions: an error naming the agents that
+    scale them (Stable-Baselines3 refuses them too); float64 actions: a warning as Stable-Baselines3's; an inf
+    value in an unbounded Box: an error (agents stop a run there), though the space contains it."""
+    result = xagents.check_env(UnboundedActions(), steps=5)
+    assert result.agents == ('PPO', 'A2C', 'TRPO')
+    assert result.errors == [
+        'Box actions are unbounded (inf in low or high): DDPG, TD3 and SAC refuse them (they scale [-1, 1] to the '
+        'bounds; Stable-Baselines3 refuses them too); PPO, A2C and TRPO would sample unclipped Gaussian actions; '
+        'bound the space, e.g. to [-1, 1]',
+        'step returned an observation that holds inf: agents stop a run at a non-finite observation']
+    assert any(w.startswith('Box actions are float64: agents act in float32') for w in result.warnings)
+    assert any(w.startswith('observations are unbounded in 4 of 4 entries') for w in result.warnings)
+
+
+def test_cli_exits_1_when_a_goal_envs_step_reward_is_not_its_compute_reward(xagents_cli):
+    gym.register('CheckShapedReach-v0', entry_point=ShapedReach, max_episode_steps=50)
+    try:
+        status, out, _ = xagents_cli('check-env', 'CheckShapedReach-v0', '--steps', '10')
+    finally:
+        del gym.registry['CheckShapedReach-v0']
+    assert status == 1 and 'error: step returned a reward of -0.' in out and '1 error(s)' in out

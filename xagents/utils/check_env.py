@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from xagents.utils.masks import MASK_KEY, MASK_METHOD, check_masks, mask_segments, mask_size, random_valid
+from xagents.utils.her import check_goal_space
 from xagents.utils.observations import check_observation_space, is_image
 from xagents.utils.spaces import ACTION_SPACE_AGENTS, one_line
 
@@ -43,6 +44,7 @@ class CheckResult:
     agents: tuple[str, ...] = ()
     masks: str | None = None  # how the env offers action masks, or None
     steps: int = 0  # random steps taken
+    goal_env: bool = False  # it has compute_reward and goal observations, what --her takes
     notes: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
@@ -109,11 +111,14 @@ def check_env(env: gym.Env | str, env_kwargs: dict | None = None, observation_ke
         if not isinstance(env, gym.Env):
             raise ValueError(f'expected a gymnasium Env or an env id, got {type(env).__name__}')
         env_id, owned = env.spec.id if env.spec else type(env.unwrapped).__name__, False
-    result = CheckResult(env_id, env.observation_space, env.action_space)
+    # An env without a space of its own: gymnasium.Env declares them without values (AttributeError).
+    result = CheckResult(env_id, getattr(env, 'observation_space', None), getattr(env, 'action_space', None))
     try:
         spaces(result)
+        goal_env(env, result)
         try:
-            run(env, result, steps, seed)
+            if isinstance(result.observation_space, gym.Space) and isinstance(result.action_space, gym.Space):
+                run(env, result, steps, seed)
         except _Broken:
             pass
     finally:
@@ -126,7 +131,11 @@ def check_env(env: gym.Env | str, env_kwargs: dict | None = None, observation_ke
 def spaces(result: CheckResult) -> None:
     observations, actions = result.observation_space, result.action_space
     observation_ok = True
-    if not isinstance(observations, gym.Space):
+    if observations is None:
+        result.errors.append('the env has no observation_space: set self.observation_space to a gymnasium space '
+                             '(gymnasium.spaces.Box...) in its __init__')
+        observation_ok = False
+    elif not isinstance(observations, gym.Space):
         result.errors.append(f'observation_space is {type(observations).__name__}, not a gymnasium Space')
         observation_ok = False
     else:
@@ -140,6 +149,10 @@ def spaces(result: CheckResult) -> None:
     if isinstance(observations, gym.spaces.Discrete):
         result.notes.append('Discrete observations are one-hot encoded (envs made from an id by create_envs, the '
                             'command line)')
+    if actions is None:
+        result.errors.append('the env has no action_space: set self.action_space to a gymnasium space '
+                             '(gymnasium.spaces.Discrete, Box...) in its __init__')
+        return
     if not isinstance(actions, gym.Space):
         result.errors.append(f'action_space is {type(actions).__name__}, not a gymnasium Space')
         return
@@ -182,13 +195,16 @@ def box_observations(space: gym.Space, result: CheckResult, where: str = '') -> 
 
 def box_actions(space: gym.spaces.Box, takers: list[str], result: CheckResult) -> None:
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+    if space.dtype != np.float32:  # Stable-Baselines3 warns too
+        result.warnings.append(f'Box actions are {space.dtype}: agents act in float32 and the env gets float32 '
+                               f'arrays; declare the action space with dtype=np.float32')
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
         for agent in OFF_POLICY_BOX:
             if agent in takers:
                 takers.remove(agent)
-        result.warnings.append('Box actions are unbounded: DDPG, TD3 and SAC need bounds (they scale [-1, 1] to '
-                               'them); PPO, A2C and TRPO sample unclipped Gaussian actions; bound the space, e.g. '
-                               'to [-1, 1]')
+        result.errors.append('Box actions are unbounded (inf in low or high): DDPG, TD3 and SAC refuse them (they '
+                             'scale [-1, 1] to the bounds; Stable-Baselines3 refuses them too); PPO, A2C and TRPO '
+                             'would sample unclipped Gaussian actions; bound the space, e.g. to [-1, 1]')
         return
     if np.all(low == -1) and np.all(high == 1):
         return
@@ -199,6 +215,51 @@ def box_actions(space: gym.spaces.Box, takers: list[str], result: CheckResult) -
             'Box actions far from symmetric [-1, 1]: PPO, A2C and TRPO sample Gaussian actions around 0 with '
             'standard deviation 1 and clip them to the bounds; rescale the space '
             '(gymnasium.wrappers.RescaleAction(env, -1, 1))')
+
+
+def goal_env(env: gym.Env, result: CheckResult) -> None:
+    """Note a goal env (one with ``compute_reward``, as Stable-Baselines3 tells them) whose observations hindsight
+    replay takes, so that the random steps check its rewards; warn of one whose observations it does not take."""
+    if not callable(getattr(env.unwrapped, 'compute_reward', None)) or not isinstance(result.observation_space,
+                                                                                       gym.Space):
+        return
+    try:
+        check_goal_space(result.observation_space)
+    except ValueError as error:
+        result.warnings.append(f'the env has a compute_reward method, as goal envs do, and {error}: --her refuses it '
+                               f'(rename compute_reward if this is no goal env)')
+        return
+    result.goal_env = True
+    result.notes.append('a goal env: --her (DQN, DDPG, TD3, SAC) relabels goals with its compute_reward, checked '
+                        'here against the step rewards')
+
+
+def check_goal_reward(env: gym.Env, observation: dict, reward: float, info: dict, result: CheckResult) -> None:
+    """Stable-Baselines3's goal-env checks: the step's reward is ``compute_reward(achieved_goal, desired_goal,
+    info)``, and ``compute_reward`` is vectorised (a batch of goal pairs in, a reward each out), as hindsight
+    relabelling calls it on batches beside the stored rewards."""
+    compute = env.unwrapped.compute_reward
+    achieved, desired = np.asarray(observation['achieved_goal']), np.asarray(observation['desired_goal'])
+    single = call(result, 'compute_reward', compute, achieved, desired, info)
+    try:
+        value = float(np.asarray(single, np.float64).reshape(()))
+    except (TypeError, ValueError):
+        fail(result, f'compute_reward(achieved_goal, desired_goal, info) of one goal pair returned '
+                     f'{describe(single)}: expected a number')
+    if not np.isfinite(value):
+        fail(result, f'compute_reward(achieved_goal, desired_goal, info) returned {value} for achieved_goal '
+                     f'{achieved.tolist()} and desired_goal {desired.tolist()}')
+    if not np.isclose(value, reward, rtol=1e-6, atol=1e-6):
+        fail(result, f'step returned a reward of {reward:g} where compute_reward(achieved_goal, desired_goal, info) '
+                     f'gives {value:g}: with --her a batch would mix step rewards and compute_reward ones; return '
+                     f"compute_reward's value from step")
+    batch = call(result, 'compute_reward', compute, np.stack([achieved, achieved]), np.stack([desired, desired]),
+                 [info, info])
+    rewards = np.asarray(batch)
+    if rewards.shape not in ((2,), (2, 1)) or rewards.dtype.kind not in 'biuf' or not np.allclose(rewards, value):
+        fail(result, f'compute_reward is not vectorised: 2 goal pairs (goals shaped {(2, *achieved.shape)}) gave '
+                     f'{describe(batch)}, expected 2 rewards of {value:g}, as one pair gives; --her calls it on '
+                     f'batches of goal pairs')
 
 
 # -------------------------------------------------------------------------------------------- random steps
@@ -251,6 +312,8 @@ def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
                 fail(result, f'step returned {name} as {describe(value)}: expected a bool')
         if not isinstance(info, dict):
             fail(result, f'step returned info as {describe(info)}: expected a dict')
+        if result.goal_env:
+            check_goal_reward(env, observation, reward, info, result)
         masks = read_masks(env, info, has_method, result, 'step') if result.masks else None
         if terminated or truncated:
             observation, info = reset_result(call(result, 'reset', env.reset), result)
@@ -312,12 +375,21 @@ def check_observation(observation: Any, space: gym.Space, result: CheckResult, w
 
 
 def check_one(value: Any, space: gym.Space, result: CheckResult, what: str) -> None:
+    if isinstance(space, gym.spaces.Box) and np.asarray(value).dtype.kind == 'f':
+        array = np.asarray(value)
+        if not np.isfinite(array).all():  # an unbounded Box contains infinities: agents stop at them
+            fail(result, f'{what} holds {array[~np.isfinite(array)].flat[0]}: agents stop a run at a non-finite '
+                         f'observation')
     if space.contains(value):
         return
     if isinstance(space, gym.spaces.Box):
         array = np.asarray(value)
         if array.shape != space.shape:
             fail(result, f'{what} is shaped {array.shape}: the observation space says {space.shape}')
+        if array.dtype.kind in 'biuf' and not np.can_cast(array.dtype, space.dtype, 'same_kind'):
+            fail(result, f'{what} is {array.dtype}: the observation space says {space.dtype}, and vector envs '
+                         f'refuse that cast (agents fail at reset): return {space.dtype} observations, or declare '
+                         f'{array.dtype} ones')
         if array.dtype != space.dtype:
             warning = f'{what} is {array.dtype}: the observation space says {space.dtype} (agents cast it)'
             if not any(w.split(' returned ', 1)[-1] == warning.split(' returned ', 1)[-1] for w in result.warnings):

@@ -25,10 +25,24 @@ def is_image(space: gym.Space) -> bool:
             and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
 
 
+def channels_first(space: gym.Space, owner: str, where: str = '') -> str | None:
+    """Why ``owner`` refuses uint8 images laid out channels first (``(C, H, W)``: the first axis the smallest, as
+    Stable-Baselines3 tells them), or None: agents take images height x width x channels."""
+    shape = getattr(space, 'shape', None) or ()
+    if not is_image(space) or shape[0] >= min(shape[1:]):
+        return None
+    return (f'{owner} expects images channels-last (height x width x channels), got uint8 images{where} shaped '
+            f'{shape}, channels first: transpose them with a wrapper, gymnasium.wrappers.TransformObservation(env, '
+            f'lambda obs: np.moveaxis(obs, 0, -1), Box(0, 255, {(*shape[1:], shape[0])}, np.uint8))')
+
+
 def check_observation_space(space: gym.Space, owner: str) -> None:
     """Refuse, in one line, an observation space no agent takes: anything but a Box or a one-level Dict of
-    Box, Discrete, MultiBinary and MultiDiscrete spaces (a Discrete space is one-hot encoded by create_envs)."""
+    Box, Discrete, MultiBinary and MultiDiscrete spaces (a Discrete space is one-hot encoded by create_envs), and
+    images laid out channels first."""
     if isinstance(space, gym.spaces.Box):
+        if channels_first(space, owner):
+            raise ValueError(channels_first(space, owner))
         return
     if not isinstance(space, gym.spaces.Dict):
         raise ValueError(f'{owner} expects Box or Dict observations (envs made by create_envs one-hot encode '
@@ -44,6 +58,8 @@ def check_observation_space(space: gym.Space, owner: str) -> None:
             raise ValueError(f'{owner} encodes Box, Discrete, MultiBinary and MultiDiscrete keys of a Dict '
                              f'observation, got {type(sub).__name__} under {key!r}: drop it with '
                              f'observation_keys (--observation-keys) or gymnasium.wrappers.FilterObservation')
+        if channels_first(sub, owner, f' under {key!r}'):
+            raise ValueError(channels_first(sub, owner, f' under {key!r}'))
 
 
 @dataclasses.dataclass(frozen=True)
