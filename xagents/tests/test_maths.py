@@ -246,3 +246,68 @@ def test_acer_losses_trust_region_and_step_by_hand():
     assert expected['linear_kl'] == pytest.approx(0.1)  # (the projection bit)
     for weight, value in zip(agent.model.weights, after):
         np.testing.assert_allclose(weight.numpy(), value, rtol=1e-4, atol=1e-7)
+
+
+# ------------------------------------------------------------------------------- DDPG, TD3
+def tanh_actor(action: float) -> tf.keras.Model:
+    """An actor that outputs ``action`` everywhere (tanh of a constant bias) on Pendulum's 3 observations."""
+    return linear(3, np.zeros((3, 1)), bias=[[math.atanh(action)]], activation='tanh')
+
+
+def test_ddpg_bootstraps_from_the_target_actor_and_weighs_errors_by_importance():
+    """Q = s0 + 2a; the target actor says a' = -0.25 (the online one 0.5, which must not be used).
+    s = (1, 0, 0), (2, 0, 0); a = 0.5, -1; r = 1, 0; s' = (0, 0, 0), (1, 0, 0); discounts 0.9; weights 1, 0.5.
+    y = 1 + 0.9 (0 - 0.5), 0 + 0.9 (1 - 0.5) = 0.55, 0.45; Q(s, a) = 2, 0: td = 1.45, -0.45;
+    critic loss = mean(1 * 2.1025, 0.5 * 0.2025) = 1.101875 (without the weights 1.1525; with a' from the
+    online actor y = 1.9, 1.8)."""
+    from xagents.ddpg import DDPG
+
+    agent = DDPG(create_envs('Pendulum-v1'), tanh_actor(0.5), linear(4, np.array([[1], [0], [0], [2.0]])),
+                 buffer_initial_size=256)
+    agent.target_actor.set_weights(tanh_actor(-0.25).get_weights())
+    for optimizer in agent.optimizers.values():
+        optimizer.learning_rate.assign(0.0)
+    batch = [np.asarray(column, np.float32) for column in (
+        [[1, 0, 0], [2, 0, 0]], [[0.5], [-1]], [1, 0], [[0, 0, 0], [1, 0, 0]], [0.9, 0.9], [1, 0.5])]
+    metrics, td_errors = agent.train_step(*batch)
+    np.testing.assert_allclose(td_errors, [1.45, -0.45], rtol=1e-5)
+    np.testing.assert_allclose(float(metrics['critic_loss']), 1.101875, rtol=1e-5)
+
+
+def test_td3_smooths_the_target_action_with_clipped_noise_and_takes_the_smaller_critic():
+    """The target actor says 0.9; smoothing noise of std 100 clipped to +-0.5 makes a' = clip(0.9 +- 0.5, -1, 1),
+    0.4 or 1.0, drawn per sample. Twin critics Q1 = a, Q2 = 2a: the smaller is a for a > 0. With s, a, r = 0 and
+    discount 1 the target is min Q(s', a') = a' and each TD error -a'. (Unclipped noise gives a' = +-1, unclipped
+    actions 1.4, the larger critic 0.8 and 2.)"""
+    from xagents.td3 import TD3
+
+    critic = linear(4, np.array([[0], [0], [0], [1.0]]), np.array([[0], [0], [0], [2.0]]))
+    agent = TD3(create_envs('Pendulum-v1'), tanh_actor(0.9), critic, policy_noise_coef=100.0, noise_clip=0.5,
+                buffer_initial_size=256, seed=0)
+    batch = 200
+    zeros = np.zeros((batch, 3), np.float32)
+    _, td_errors = agent.train_step(zeros, np.zeros((batch, 1), np.float32), np.zeros(batch, np.float32), zeros,
+                                    np.ones(batch, np.float32), np.ones(batch, np.float32))
+    next_actions = -td_errors.numpy()
+    lower = np.isclose(next_actions, 0.4, atol=1e-5)
+    assert (lower | np.isclose(next_actions, 1.0, atol=1e-5)).all(), np.unique(next_actions.round(4))
+    assert 0.3 < lower.mean() < 0.7  # each sample draws its own noise
+
+
+# -------------------------------------------------------------------------------------- SAC
+@pytest.mark.parametrize('env_id, target_entropy', [('Pendulum-v1', -1.0), ('CartPole-v1', 0.98 * math.log(2))])
+def test_sac_aims_at_the_papers_entropy_and_its_alpha_loss_pulls_towards_it(env_id, target_entropy):
+    """By default SAC aims at an entropy of -dim(A) for Box actions (Haarnoja et al. 2018) and 0.98 ln n for n
+    discrete ones (Christodoulou 2019); alpha's loss is -log(alpha) (E[log pi] + target) = -ln 2 (target - H)
+    at alpha = 2, H the entropy the same update reports."""
+    from xagents.sac import SAC
+
+    agent = SAC.from_env(env_id, initial_alpha=2.0, buffer_initial_size=256, seed=0)
+    assert agent.target_entropy == pytest.approx(target_entropy)
+    observations = np.random.default_rng(0).normal(size=(8, agent.observation_space.shape[0])).astype(np.float32)
+    actions = (np.zeros(8, np.int64) if agent.discrete else np.zeros((8, 1), np.float32))
+    ones = np.ones(8, np.float32)
+    metrics, _ = agent.train_step(observations, actions, ones, observations, 0.9 * ones, ones)
+    entropy = float(metrics['entropy'])
+    np.testing.assert_allclose(float(metrics['alpha']), 2.0, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics['alpha_loss']), -math.log(2.0) * (target_entropy - entropy), rtol=1e-4)
