@@ -3,6 +3,7 @@ before anything is written to them, and studies that keep the settings they were
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import json
@@ -19,6 +20,7 @@ import optuna
 import sqlalchemy
 from optuna.distributions import (BaseDistribution, CategoricalDistribution, check_distribution_compatibility)
 from optuna.storages import JournalStorage, RDBStorage
+from optuna.storages._rdb import models as optuna_models
 from optuna.storages._rdb.models import BaseModel as OptunaTables
 from optuna.storages.journal import JournalFileBackend
 
@@ -35,8 +37,6 @@ PRUNERS = ('median', 'halving', 'none')
 TARGET_ATTR = 'target_trials'
 HEARTBEAT_INTERVAL = 30  # seconds between heartbeats of a running trial (RDB storages)
 GRACE_PERIOD = 120  # seconds without a heartbeat after which another worker fails the trial
-# the tables an Optuna SQL storage holds: its models' and the version stamp of its migrations (alembic)
-OPTUNA_TABLES = frozenset(OptunaTables.metadata.tables) | {'alembic_version'}
 
 
 # --------------------------------------------------------------------------- storage, study
@@ -121,22 +121,70 @@ def _damage(path: str, error: Exception) -> str:
 
 
 def check_sqlite(url: str, shown: str) -> None:
-    """Refuse a SQLite file that holds tables other than Optuna's: another application's database,
-    to which Optuna would add its own. The file is only read; a new, empty or Optuna-made one passes."""
+    """Refuse, before Optuna writes to it, a SQLite path that is not a database Optuna made: another application's
+    (tables or views of its own, tables named as Optuna's but not of its schema, another alembic revision, an
+    application id or user version), a file SQLite cannot read, a directory, or a file this user cannot write.
+
+    The file is only read: nothing is made beside it either (a WAL database that no program has open is read as
+    immutable, else SQLite would leave its -wal and -shm files). A missing file, an empty one, or an empty database
+    becomes the study.
+    """
     path = sqlalchemy.engine.make_url(url).database
     if not path or path == ':memory:' or not os.path.exists(path):
         return
+    fix = f'give a new file, e.g. sqlite:///{os.path.splitext(path.rstrip(os.sep))[0]}-optuna.db'
+    if os.path.isdir(path):
+        raise ValueError(f'expected an Optuna database at {shown}, got a directory: {fix}')
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+        raise ValueError(f'cannot write the SQLite file {shown} (read-only, or in a read-only directory): {fix}')
+    with open(path, 'rb') as file:
+        header = file.read(20)
+    closed_wal = (header[:16] == b'SQLite format 3\0' and header[18:20] == b'\2\2'
+                  and not any(os.path.exists(path + suffix) for suffix in ('-wal', '-shm')))
     try:
-        uri = f'file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro'
+        uri = f'file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro' + ('&immutable=1' if closed_wal else '')
         with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
-            tables = {name for name, in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            objects = connection.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+                                         " AND type IN ('table', 'view', 'trigger')").fetchall()
+            columns = {name: {column for column, in connection.execute('SELECT name FROM pragma_table_info(?)',
+                                                                        (name,))}
+                       for kind, name in objects if kind == 'table'}
+            marks = [f'{pragma} {value}' for pragma in ('application_id', 'user_version')
+                     for value, in connection.execute(f'PRAGMA {pragma}') if value]
+            revisions = ({revision for revision, in connection.execute('SELECT version_num FROM alembic_version')}
+                         if columns.get('alembic_version') == {'version_num'} else set())
     except sqlite3.Error as error:
-        raise ValueError(f'cannot open storage {shown}: {error}') from None
-    others = sorted(name for name in tables - OPTUNA_TABLES if not name.startswith('sqlite_'))
+        raise ValueError(f'expected an Optuna database at {shown}, got a file SQLite cannot read ({error}): '
+                         f'{fix}') from None
+    others = sorted(f'{kind} {name}' if kind != 'table' else name for kind, name in objects
+                    if kind != 'table' or not _optuna_table(name, columns[name]))
+    others += [f'alembic revision {revision}' for revision in sorted(revisions - optuna_revisions())] + marks
     if others:
         listed = ', '.join(others[:3]) + (', ...' if len(others) > 3 else '')
-        raise ValueError(f'expected an Optuna database at {shown}, got a SQLite file with other tables ({listed}): '
-                         f'give a new file, e.g. sqlite:///{os.path.splitext(path)[0]}-optuna.db')
+        raise ValueError(f'expected an Optuna database at {shown}, got a SQLite file of another application '
+                         f'({listed}): {fix}')
+
+
+def _optuna_table(name: str, columns: set[str]) -> bool:
+    """Whether a table is Optuna's: one of its names, with its key columns (another application's ``studies`` or
+    ``trials`` table has keys of its own)."""
+    if name == 'alembic_version':
+        return columns == {'version_num'}
+    table = OptunaTables.metadata.tables.get(name)
+    return table is not None and {column.name for column in table.primary_key} <= columns
+
+
+@functools.lru_cache(maxsize=None)
+def optuna_revisions() -> frozenset[str]:
+    """The alembic revisions of Optuna's schema (its migration scripts): what an Optuna database's
+    ``alembic_version`` holds, where another application's holds its own."""
+    versions = os.path.join(os.path.dirname(optuna_models.__file__), 'alembic', 'versions')
+    found = set()
+    for name in os.listdir(versions):
+        if name.endswith('.py'):
+            with open(os.path.join(versions, name)) as script:
+                found.update(re.findall(r'^revision\s*=\s*["\']([^"\']+)["\']', script.read(), re.MULTILINE))
+    return frozenset(found)
 
 
 def repair_journal(path: str) -> None:

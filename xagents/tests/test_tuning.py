@@ -263,9 +263,60 @@ def test_a_sqlite_file_of_another_application_is_refused_before_anything_is_writ
     status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2',
                                  '--storage', 'sqlite:///app.db')
     assert (status, err) == (2, 'xagents tune ppo: error: expected an Optuna database at sqlite:///app.db, got a '
-                                'SQLite file with other tables (users): give a new file, e.g. sqlite:///app-optuna.db\n')
+                                'SQLite file of another application (users): give a new file, e.g. '
+                                'sqlite:///app-optuna.db\n')
     assert (workdir / 'app.db').read_bytes() == before
     assert os.listdir(workdir) == ['app.db']  # no journal or lock file beside it either
+
+
+def sqlite_file(path, *statements, wal=False):
+    with sqlite3.connect(path) as connection:
+        if wal:
+            connection.execute('PRAGMA journal_mode=WAL')
+        for statement in statements:
+            connection.execute(statement)
+    connection.close()
+
+
+OTHER_APPLICATION = 'got a SQLite file of another application'
+SQLITE_SHAPES = {  # name: (how to make app.db, what the one line says after 'expected an Optuna database at ...')
+    'tables-named-as-optunas-with-its-own-alembic-revision': (
+        lambda path: sqlite_file(path, 'CREATE TABLE studies (id INTEGER PRIMARY KEY, title TEXT)',
+                                 'CREATE TABLE trials (id INTEGER PRIMARY KEY, study INTEGER)',
+                                 'CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)',
+                                 "INSERT INTO alembic_version VALUES ('4f2e9a1b7c3d')"),
+        f'{OTHER_APPLICATION} (studies, trials, alembic revision 4f2e9a1b7c3d)'),
+    'foreign-tables-and-an-alembic-version': (
+        lambda path: sqlite_file(path, 'CREATE TABLE users (id INTEGER PRIMARY KEY)',
+                                 'CREATE TABLE orders (id INTEGER PRIMARY KEY, user INTEGER)',
+                                 'CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)',
+                                 "INSERT INTO alembic_version VALUES ('4f2e9a1b7c3d')"),
+        f'{OTHER_APPLICATION} (orders, users, alembic revision 4f2e9a1b7c3d)'),
+    'one-foreign-table-in-wal-mode': (
+        lambda path: sqlite_file(path, 'CREATE TABLE users (id INTEGER PRIMARY KEY)', wal=True),
+        f'{OTHER_APPLICATION} (users)'),
+    'no-tables-and-a-user-version': (lambda path: sqlite_file(path, 'PRAGMA user_version = 3'),
+                                     f'{OTHER_APPLICATION} (user_version 3)'),
+    'a-view': (lambda path: sqlite_file(path, 'CREATE VIEW answer AS SELECT 42'), f'{OTHER_APPLICATION} (view answer)'),
+    'not-sqlite': (lambda path: path.write_text('name,score\nada,3\n' * 50),
+                   'got a file SQLite cannot read (file is not a database)'),
+    'read-only': (lambda path: (sqlite_file(path, 'CREATE TABLE users (id INTEGER PRIMARY KEY)'), path.chmod(0o444)),
+                  f'{OTHER_APPLICATION} (users)'),
+    'a-directory': (lambda path: (path.mkdir(), (path / 'inside').write_text('kept')), 'got a directory'),
+}
+
+
+@pytest.mark.parametrize('shape', SQLITE_SHAPES)
+def test_a_sqlite_path_that_is_no_optuna_database_is_refused_in_one_line_and_left_byte_identical(
+        workdir, xagents_cli, shape):
+    make, says = SQLITE_SHAPES[shape]
+    make(workdir / 'app.db')
+    before = {path: path.stat().st_mode if path.is_dir() else path.read_bytes() for path in workdir.rglob('*')}
+    status, _, err = xagents_cli('tune', 'ppo', *ONE_SHORT_TRIAL, '--lr', '1e-4', '1e-2',
+                                 '--storage', 'sqlite:///app.db')
+    assert (status, err) == (2, f'xagents tune ppo: error: expected an Optuna database at sqlite:///app.db, {says}: '
+                                'give a new file, e.g. sqlite:///app-optuna.db\n')
+    assert {path: path.stat().st_mode if path.is_dir() else path.read_bytes() for path in workdir.rglob('*')} == before
 
 
 def test_an_empty_sqlite_file_becomes_an_optuna_study(workdir, xagents_cli):
