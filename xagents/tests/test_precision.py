@@ -73,6 +73,7 @@ def kl(p: np.ndarray, q: np.ndarray) -> float:
     """Mean KL(p || q) over a batch of categorical distributions."""
     return float(np.mean(np.sum(p * np.log(p / q), axis=-1)))
 
+
 def sde_log_probs(features, log_sigma, mean, actions) -> np.ndarray:
     """gSDE's Gaussian log-probabilities of ``actions``, worked out in float64 from the given features."""
     f, sigma = np.asarray(features, np.float64), np.exp(np.asarray(log_sigma, np.float64))
