@@ -213,7 +213,8 @@ def test_goal_envs_whose_rewards_are_compute_rewards_pass(env_id):
                     r"gives -1: with --her a batch would mix step rewards and compute_reward ones; return "
                     r"compute_reward's value from step$"),
     (OnePairFlipping(4), r'^compute_reward is not vectorised: 2 goal pairs \(goals shaped \(2, 4\)\) gave float '
-                         r'-1.0, expected 2 rewards of -1, as one pair gives; --her calls it on batches of goal pairs$'),
+                         r'-1.0, expected 2 rewards of -1, as one pair gives; --her calls it on batches of goal '
+                         r'pairs$'),
 ])
 def test_a_goal_env_whose_step_reward_is_not_its_compute_reward_or_whose_compute_reward_takes_one_pair_fails(
         env, error):
@@ -290,7 +291,8 @@ def test_channels_first_images_are_named_and_refused_in_one_line_when_an_agent_i
     message = ('expect images channels-last (height x width x channels), got uint8 images shaped (3, 40, 40), '
                'channels first: transpose them with a wrapper, gymnasium.wrappers.TransformObservation(env, lambda '
                'obs: np.moveaxis(obs, 0, -1), Box(0, 255, (40, 40, 3), np.uint8))')
-    assert result.ok and result.agents == () and result.warnings == [f'no agent takes these observations: agents {message}']
+    assert result.ok and result.agents == ()
+    assert result.warnings == [f'no agent takes these observations: agents {message}']
     with pytest.raises(ValueError, match=re.escape(f'PPO {message.replace("expect", "expects", 1)}')):
         PPO(Images(shape=(3, 40, 40)))
 

@@ -232,7 +232,8 @@ def raising(achieved_goal, desired_goal, info):
 
 COMPUTE_REWARD_FAULTS = [
     (one_pair_at_a_time, r'expected one reward per goal pair, shaped \(4,\) for 4 pairs \(her calls a vectorised '
-                         r'compute_reward\(achieved_goal, desired_goal, info\), goals shaped \(4, 4\)\), got float -?[01].0$'),
+                         r'compute_reward\(achieved_goal, desired_goal, info\), goals shaped \(4, 4\)\), '
+                         r'got float -?[01].0$'),
     (lambda achieved, desired, info: np.zeros(3), r'expected one reward per goal pair, shaped \(4,\) for 4 pairs .*'
                                                   r'got an array shaped \(3,\)$'),
     (lambda achieved, desired, info: np.zeros((4, 4)), r'got an array shaped \(4, 4\)$'),
