@@ -132,12 +132,16 @@ def test_only_whole_ended_episodes_are_sampled_and_goals_come_from_them_where_th
     np.testing.assert_array_equal(values['observation.desired_goal'][part:, 2], -1)
 
 
-def test_nothing_is_sampled_before_an_episode_ends_and_learning_waits_for_one():
-    """Stable-Baselines3 raises when asked to sample then; here the buffer says it cannot sample yet and the agent
-    learns from the update after the first episode ends (Tracer 0's first lasts 2 steps)."""
+def test_nothing_is_sampled_before_an_episode_ends_and_learning_waits_for_one(caplog):
+    """Stable-Baselines3 raises when asked to sample then; here the buffer says it cannot sample yet, which is
+    logged once, and the agent learns from the update after the first episode ends (Tracer 0's first lasts 2
+    steps)."""
+    caplog.set_level('INFO', 'xagents')
     agent = tracer_agent(n_envs=1)
     assert agent.buffer_initial_size == 1 and agent.update_every == 1
     assert agent.train_once() == {} and int(agent.gradient_updates.numpy()) == 0
+    assert [record.message for record in caplog.records if record.name == 'xagents.utils.her'] == [
+        'her samples ended episodes and none has ended in 1 env steps: learning waits for one']
     assert len(agent.buffer) == 1 and not agent.buffer.can_sample()
     with pytest.raises(ValueError, match='^her samples transitions of ended episodes, and none of the 1 stored '
                                          'transitions belongs to one yet: add steps until an episode ends$'):

@@ -128,6 +128,7 @@ class HerReplayBuffer(ReplayBuffer):
         self._episode_last = np.zeros(shape, np.int64)
         self._episode_count = np.full(n_envs, -1, np.int64)  # each env's current episode
         self._outgrown: list[int] = []  # the env warned of an episode longer than its column (not saved)
+        self._waited: list[int] = []  # the step can_sample first said no at (not saved)
 
     @property
     def nbytes(self) -> int:
@@ -167,10 +168,16 @@ class HerReplayBuffer(ReplayBuffer):
         return ~running & (self._stamps[first % self._rows, envs] == first)
 
     def can_sample(self) -> bool:
-        """Whether an episode has ended and is stored whole: :meth:`sample` has transitions to draw from."""
+        """Whether an episode has ended and is stored whole: :meth:`sample` has transitions to draw from. The first
+        False is logged: an agent's learning waits there."""
         finished = self._episode_count - ~self._episode_ended  # each env's newest ended episode (-1: none)
         first = self._episode_first[finished % self._rows, self._envs]
-        return bool(((finished >= 0) & (self._stamps[first % self._rows, self._envs] == first)).any())
+        ready = bool(((finished >= 0) & (self._stamps[first % self._rows, self._envs] == first)).any())
+        if not ready and not self._waited:
+            self._waited.append(self.steps)
+            logger.info('her samples ended episodes and none has ended in %s env steps: learning waits for one',
+                        f'{self.steps:,}')
+        return ready
 
     def _window(self, rows: np.ndarray, envs: np.ndarray):
         window = super()._window(rows, envs)
