@@ -254,24 +254,24 @@ def tanh_actor(action: float) -> tf.keras.Model:
     return linear(3, np.zeros((3, 1)), bias=[[math.atanh(action)]], activation='tanh')
 
 
-def test_ddpg_bootstraps_from_the_target_actor_and_weighs_errors_by_importance():
-    """Q = s0 + 2a; the target actor says a' = -0.25 (the online one 0.5, which must not be used).
+def test_ddpg_bootstraps_from_the_target_actor_weighs_errors_by_importance_and_decays_only_kernels():
+    """Q = s0 + 2a + 1; the target actor says a' = -0.25 (the online one 0.5, which must not be used).
     s = (1, 0, 0), (2, 0, 0); a = 0.5, -1; r = 1, 0; s' = (0, 0, 0), (1, 0, 0); discounts 0.9; weights 1, 0.5.
-    y = 1 + 0.9 (0 - 0.5), 0 + 0.9 (1 - 0.5) = 0.55, 0.45; Q(s, a) = 2, 0: td = 1.45, -0.45;
-    critic loss = mean(1 * 2.1025, 0.5 * 0.2025) = 1.101875 (without the weights 1.1525; with a' from the
-    online actor y = 1.9, 1.8)."""
+    y = 1 + 0.9 (0 - 0.5 + 1), 0 + 0.9 (1 - 0.5 + 1) = 1.45, 1.35; Q(s, a) = 3, 1: td = 1.55, -0.35;
+    critic loss = mean(1 * 2.4025, 0.5 * 0.1225) + 0.01 * (1 + 4) (L2 on the kernel, not the bias) = 1.281875
+    (without the weights 1.3125; with the bias decayed too 1.291875; with a' from the online actor y = 2.8, 2.7)."""
     from xagents.ddpg import DDPG
 
-    agent = DDPG(create_envs('Pendulum-v1'), tanh_actor(0.5), linear(4, np.array([[1], [0], [0], [2.0]])),
-                 buffer_initial_size=256)
+    critic = linear(4, np.array([[1], [0], [0], [2.0]]), bias=[[1.0]])
+    agent = DDPG(create_envs('Pendulum-v1'), tanh_actor(0.5), critic, critic_l2=0.01, buffer_initial_size=256)
     agent.target_actor.set_weights(tanh_actor(-0.25).get_weights())
     for optimizer in agent.optimizers.values():
         optimizer.learning_rate.assign(0.0)
     batch = [np.asarray(column, np.float32) for column in (
         [[1, 0, 0], [2, 0, 0]], [[0.5], [-1]], [1, 0], [[0, 0, 0], [1, 0, 0]], [0.9, 0.9], [1, 0.5])]
     metrics, td_errors = agent.train_step(*batch)
-    np.testing.assert_allclose(td_errors, [1.45, -0.45], rtol=1e-5)
-    np.testing.assert_allclose(float(metrics['critic_loss']), 1.101875, rtol=1e-5)
+    np.testing.assert_allclose(td_errors, [1.55, -0.35], rtol=1e-5)
+    np.testing.assert_allclose(float(metrics['critic_loss']), 1.281875, rtol=1e-5)
 
 
 def test_td3_smooths_the_target_action_with_clipped_noise_and_takes_the_smaller_critic():
