@@ -279,7 +279,7 @@ def test_a_wrapper_no_save_can_name_is_said_in_one_line_at_load(tmp_path):
     with pytest.raises(ValueError) as error:
         PPO.load(str(tmp_path / 'agent'))
     assert str(error.value).startswith('the envs were wrapped by test_a_wrapper_no_save_can_name_is_said_in_one_line_'
-                                       'at_load.<locals>.<lambda>, which a save cannot record')
+                                       'at_load.<locals>.<lambda>, which a save cannot record nor a worker import')
     assert 'pass the wrapper again (load(..., wrapper=fn)' in str(error.value)
     assert PPO.load(str(tmp_path / 'agent'), wrapper=AppendOne).envs.single_observation_space.shape == (5,)
 

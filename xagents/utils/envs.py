@@ -313,8 +313,8 @@ def wrapper_function(wrapper: str | Callable[[gym.Env], gym.Env]) -> Callable[[g
     if callable(wrapper):
         return wrapper
     if isinstance(wrapper, str) and wrapper.startswith('<'):  # what a save records of a function it cannot name
-        raise ValueError(f'the envs were wrapped by {wrapper[1:-1]}, which a save cannot record (a lambda, a local '
-                         'function or a partial is not importable by name): pass the wrapper again (load(..., '
+        raise ValueError(f'the envs were wrapped by {wrapper[1:-1]}, which a save cannot record nor a worker import (a '
+                         'lambda, a local function or a partial has no module:name): pass the wrapper again (load(..., '
                          'wrapper=fn), --wrapper module:name), or define it at module level')
     module, colon, name = str(wrapper).partition(':')
     if not colon or not module or not name:
