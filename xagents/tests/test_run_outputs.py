@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from xagents import PPO
-from xagents.app.cli import new_run_folder
+from xagents.app.cli import new_run_folder, resume_command
 from xagents.training.callbacks import Callback
 from xagents.utils.envs import EnvError
 from xagents.utils.history import read_history
@@ -86,6 +86,15 @@ def test_run_folders_are_numbered_after_the_highest_and_named_from_any_env_id(wo
         pass
     with pytest.raises(ValueError, match='^cannot write runs/ppo: runs is not a directory$'):
         new_run_folder('ppo', 'CartPole-v1')
+
+
+def test_the_command_that_goes_on_keeps_the_runs_flags_but_its_weights_and_quotes_what_a_shell_would_split():
+    argv = ['--env', 'CartPole-v1', '--weights', 'a.tf', 'b.tf', '--target-reward', '-5', '--env-kwargs', 'x=a b']
+    assert resume_command('sac', argv, 'r/history.parquet', 'r/saves') == (
+        "xagents train sac --env CartPole-v1 --target-reward -5 --env-kwargs 'x=a b' --history-checkpoint "
+        'r/history.parquet --save-dir r/saves --weights r/saves')
+    assert resume_command('ppo', ['--weights=w.tf', '--env', 'X'], 'h', 's') == (
+        'xagents train ppo --env X --history-checkpoint h --save-dir s --weights s')
 
 
 def test_a_run_to_max_steps_saves_its_final_agent_and_resumes_from_it_into_its_own_outputs(workdir, xagents_cli):
