@@ -30,6 +30,7 @@ from xagents.utils.extras import install_command
 from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.atomic import atomic_write
+from xagents.utils.masks import as_mask
 
 FORMATS = ('saved_model', 'tflite', 'onnx')
 ONNX_OPSET = 17
@@ -113,8 +114,13 @@ def _policy_module(policy: Callable[..., tf.Tensor], specs: dict[str, tf.TensorS
     module = tf.Module()
     module.act = tf.function(act, input_signature=signature)
     module.policy_variables = list(module.act.get_concrete_function().variables)
-    module.serve = tf.function(lambda *inputs: dict(zip((OUTPUT_NAME, NEXT_STATE_NAME), tf.nest.flatten(module.act(*inputs)))),
-                               input_signature=signature)
+    def serve(*inputs: tf.Tensor) -> dict[str, tf.Tensor]:
+        # A SavedModel signature runs whatever shapes it is given: a state of another size would fail deep in the
+        # graph; EnsureShape names the input and the shape it takes instead.
+        inputs = [tf.ensure_shape(value, spec.shape, name=spec.name) for value, spec in zip(inputs, signature)]
+        return dict(zip((OUTPUT_NAME, NEXT_STATE_NAME), tf.nest.flatten(module.act(*inputs))))
+
+    module.serve = tf.function(serve, input_signature=signature)
     return module
 
 
@@ -257,21 +263,23 @@ def export_policy(
     return path
 
 
-def _load_saved_model(path: str) -> tuple[Callable[[dict], tuple], int | None]:
+Shapes = dict[str, tuple[int | None, ...]]  # an export's inputs by name: their shapes, None where dynamic
+
+
+def _load_saved_model(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
     """Run the SavedModel's ``serving_default`` signature with TensorFlow."""
     loaded = tf.saved_model.load(path)
     signature = loaded.signatures[SIGNATURE_KEY]
-    state = signature.structured_input_signature[1].get(STATE_NAME)
 
     def run(inputs: dict[str, np.ndarray]) -> tuple:
         _ = loaded  # the signature reads variables that live as long as the loaded object
         outputs = signature(**{name: tf.convert_to_tensor(value) for name, value in inputs.items()})
         return tuple(outputs[name].numpy() for name in (OUTPUT_NAME, NEXT_STATE_NAME) if name in outputs)
 
-    return run, None if state is None else int(state.shape[1])
+    return run, {name: tuple(spec.shape.as_list()) for name, spec in signature.structured_input_signature[1].items()}
 
 
-def _load_tflite(path: str) -> tuple[Callable[[dict], tuple], int | None]:
+def _load_tflite(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
     """Run the flatbuffer's signature with the LiteRT interpreter (which resizes its inputs to each batch)."""
     litert = _require('ai_edge_litert.interpreter', 'running a tflite export')
     interpreter = litert.Interpreter(model_path=path)
@@ -280,24 +288,36 @@ def _load_tflite(path: str) -> tuple[Callable[[dict], tuple], int | None]:
     details = runner.get_input_details()
 
     def run(inputs: dict[str, np.ndarray]) -> tuple:
-        if set(inputs) != set(details):
-            raise ValueError(f'this export takes {", ".join(sorted(details))}, got {", ".join(sorted(inputs))}')
         return tuple(output.copy() for output in runner(**inputs).values())
 
-    return run, int(details[STATE_NAME]['shape_signature'][1]) if STATE_NAME in details else None
+    return run, {name: tuple(None if size < 0 else int(size) for size in detail['shape_signature'])
+                 for name, detail in details.items()}
 
 
-def _load_onnx(path: str) -> tuple[Callable[[dict], tuple], int | None]:
+def _load_onnx(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
     """Run the ONNX file with onnxruntime on the CPU."""
     onnxruntime = _require('onnxruntime', 'running an onnx export')
     session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
-    state = [value.shape[1] for value in session.get_inputs() if value.name == STATE_NAME]
     outputs = [value.name for value in session.get_outputs()]
 
     def run(inputs: dict[str, np.ndarray]) -> tuple:
         return tuple(session.run(outputs, inputs))
 
-    return run, int(state[0]) if state else None
+    return run, {value.name: tuple(size if isinstance(size, int) else None for size in value.shape)
+                 for value in session.get_inputs()}
+
+
+def _check_inputs(inputs: dict[str, np.ndarray], shapes: Shapes) -> None:
+    """Refuse inputs the export does not take, in one line naming the input and the shape it takes (a runtime
+    would fail deep in its graph, or resize a TFLite input to anything)."""
+    if set(inputs) != set(shapes):
+        raise ValueError(f'this export takes {", ".join(sorted(shapes))}, got {", ".join(sorted(inputs))}')
+    for name, shape in shapes.items():
+        got = np.shape(inputs[name])
+        if len(got) != len(shape) or any(size is not None and size != each for size, each in zip(shape, got)):
+            expected = '(' + ', '.join('batch' if size is None else str(size) for size in shape) + (
+                ',)' if len(shape) == 1 else ')')
+            raise ValueError(f'this export takes {name} shaped {expected}, got shape {got}')
 
 
 def _named(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None
@@ -307,7 +327,7 @@ def _named(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.nda
     inputs = ({name: np.asarray(value) for name, value in observations.items()} if isinstance(observations, dict)
               else {INPUT_NAME: np.asarray(observations)})
     if action_mask is not None:
-        inputs[MASK_NAME] = np.asarray(action_mask).astype(bool)
+        inputs[MASK_NAME] = as_mask(action_mask, None, f"the export's {MASK_NAME}")
     return inputs
 
 
@@ -321,7 +341,8 @@ def load_exported(path: str, format: str | None = None) -> Callable[[np.ndarray]
     if not os.path.exists(path):
         raise ValueError(f'no {format} export at {path}: export the policy there first')
     loaders = {'saved_model': _load_saved_model, 'tflite': _load_tflite, 'onnx': _load_onnx}
-    run, state_size = loaders[format](path)
+    run, shapes = loaders[format](path)
+    state_size = shapes[STATE_NAME][-1] if STATE_NAME in shapes else None
 
     def act(observations: np.ndarray | dict[str, np.ndarray], action_mask: np.ndarray | None = None,
             state: np.ndarray | None = None, episode_start: np.ndarray | None = None):
@@ -329,11 +350,13 @@ def load_exported(path: str, format: str | None = None) -> Callable[[np.ndarray]
         if state_size is None:
             if state is not None or episode_start is not None:
                 raise ValueError('this export has no memory: state and episode_start are for recurrent policies')
+            _check_inputs(inputs, shapes)
             return run(inputs)[0]
         batch = len(next(iter(inputs.values())))
         inputs[STARTS_NAME] = np.broadcast_to(np.asarray(state is None if episode_start is None else episode_start,
                                                          bool).reshape(-1), (batch,)).copy()
         inputs[STATE_NAME] = np.zeros((batch, state_size), np.float32) if state is None else np.asarray(state, np.float32)
+        _check_inputs(inputs, shapes)
         actions, next_state = run(inputs)
         return actions, next_state
 
