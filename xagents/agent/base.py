@@ -34,13 +34,13 @@ from xagents.utils.distributions import StateDependentNoise
 from xagents.utils.envs import ENV_PARAMETERS, create_envs
 from xagents.utils.history import History
 from xagents.utils.masks import mask_kwargs, mask_size
-from xagents.utils.models import (PRECISIONS, Forward, Output, build_model, check_model, computing_in_float32,
-                                  is_image_space)
+from xagents.utils.models import (PRECISIONS, Forward, Output, build_model, check_model, check_precision,
+                                  computing_in_float32, is_image_space)
 from xagents.utils.names import unknown_method, unknown_parameter
 from xagents.utils.presets import read_presets
 from xagents.utils.quiet_tensorflow import tf
 from xagents.utils.recurrence import Memory, given_memory, memory_kwargs
-from xagents.utils.spaces import agents_taking, one_line
+from xagents.utils.spaces import agents_taking, check_action_space, one_line
 from xagents.utils.streams import ACTING, random_stream
 from xagents.utils.validation import KEPT, RENAMED, validated
 
@@ -111,6 +111,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                 f'{type(self).__name__} supports {supported} action spaces, '
                 f'got {one_line(envs.single_action_space)} ({agents_taking(envs.single_action_space)})'
             )
+        check_action_space(envs.single_action_space, type(self).__name__)
         self.envs = envs
         self.workers = workers
         self.action_masks = action_masks
@@ -263,10 +264,12 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         return model
 
     def check_keras_model(self, model: tf.keras.Model, role: str) -> None:
-        """Refuse a Keras model on Dict observations: models there take the packed vector a .cfg model splits."""
+        """Refuse a Keras model on Dict observations (models there take the packed vector a .cfg model splits), or
+        one computing in float32 under ``precision='bf16'`` (see :func:`~xagents.utils.models.check_precision`)."""
         if self.dict_observations is not None:
             raise ValueError(f"{type(self).__name__}'s {role}: Dict observations need a .cfg model (each key's "
                              f'layers given with input=KEY), got a Keras model')
+        check_precision(model, self.precision, f"{type(self).__name__}'s {role}")
 
     def make_optimizer(self, role: str, optimizer: tf.keras.optimizers.Optimizer | None = None,
                        **overrides) -> tf.keras.optimizers.Optimizer:
@@ -424,7 +427,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                 to a policy without memory or does not fit its memory.
         """
         observations, single = self.observation_batch(observation)
-        masks = None if action_mask is None else self.checked_masks(np.asarray(action_mask), len(observations))
+        masks = None if action_mask is None else self.checked_masks(action_mask, len(observations))
         memory = given_memory(self.new_memory(len(observations)), state, episode_start, single, type(self).__name__)
         actions = self.act(observations, deterministic, **mask_kwargs(masks), **memory_kwargs(memory))
         if memory is None:

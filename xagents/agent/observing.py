@@ -9,7 +9,7 @@ from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.utils.envs import one_hot_size
 from xagents.utils.models import is_image_space
-from xagents.utils.observations import DictObservations, check_observation_space
+from xagents.utils.observations import NUMBERS, DictObservations, ObservationError, check_observation_space
 from xagents.utils.quiet_tensorflow import tf
 
 
@@ -44,9 +44,11 @@ class Observing:
             else:
                 self.observation_stats = RunningMeanStd(shape=space.shape)
 
-    def encoded(self, observations) -> np.ndarray:
-        """A batch of the env's observations as the agent takes them: Dict ones packed, others as they are."""
-        return observations if self.dict_observations is None else self.dict_observations.pack(observations)
+    def encoded(self, observations, rows: str = 'row') -> np.ndarray:
+        """A batch of the env's observations as the agent takes them: Dict ones packed (checked: an
+        :class:`~xagents.utils.observations.ObservationError` names the key and its row, ``rows`` saying what one
+        is), others as they are."""
+        return observations if self.dict_observations is None else self.dict_observations.pack(observations, rows)
 
     def normalized(self, observations: np.ndarray) -> np.ndarray:
         """Observations as the models see them: scaled by the running statistics (frozen) when enabled."""
@@ -116,7 +118,14 @@ class Observing:
         space = self.observation_space
         observations, states = np.asarray(observation), one_hot_size(space)
         if states and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
+            outside = (observations < 0) | (observations >= states)
+            if np.any(outside):
+                raise ObservationError(f'expected Discrete({states}) states from 0 to {states - 1} (one-hot encoded '
+                                       f'as in training), got {observations[outside].ravel()[0]}')
             observations = np.eye(states, dtype=space.dtype)[observations]  # Discrete states, one-hot as in training
+        if observations.dtype.kind not in NUMBERS:
+            raise ObservationError(f'expected observations of numbers shaped {space.shape}, got an array of '
+                                   f'{observations.dtype}')
         observations = observations.astype(space.dtype, copy=False)
         single = observations.shape == space.shape
         if not single and observations.shape[1:] != space.shape:

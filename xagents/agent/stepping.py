@@ -13,7 +13,10 @@ import numpy as np
 from xagents.training.distributed import WorkerPool
 from xagents.training.run import Episode
 from xagents.utils.envs import EnvError, EpisodeScores, check_finite, env_call, env_name
-from xagents.utils.masks import MaskReader, check_masks, final_masks, mask_segments, mask_size
+from xagents.utils.masks import (WHO_MASKS, MaskError, MaskReader, as_mask, check_masks, final_masks, mask_segments,
+                                 mask_size, unused_masks)
+from xagents.utils.observations import ObservationError, observation_problem
+from xagents.utils.spaces import one_line
 
 logger = logging.getLogger('xagents')
 
@@ -34,8 +37,9 @@ class EnvStepping:
             self.episode_scores = EpisodeScores(self.envs)
             with env_call(self.envs, 'reset', self.steps):
                 observations, info = self.envs.reset(seed=self.seed if seed is None else seed)
+            self.check_observations(observations, 'reset')
             check_finite(self.envs, self.steps, **self.named_observations(observations, 'observation'))
-            self.observations = self.encoded(observations)
+            self.observations = self.entered(observations, 'reset')
             self.read_masks = MaskReader(self.envs)
             self.take_masks(info)
             self.training_started = True
@@ -52,6 +56,7 @@ class EnvStepping:
         with env_call(self.envs, 'step', self.steps):
             next_observations, rewards, terminated, truncated, info = self.envs.step(self.env_actions(actions))
         self.steps += self.envs.num_envs
+        self.check_observations(next_observations, 'step')
         dones = terminated | truncated
         ended = np.flatnonzero(dones)
         keys = self.dict_observations
@@ -64,8 +69,8 @@ class EnvStepping:
                         finals[name][env] = final[name]
             check_finite(self.envs, self.steps, **self.named_observations(finals, 'observation'), reward=rewards,
                          **(self.named_observations(next_observations, 'reset observation') if len(ended) else {}))
-            next_observations = keys.pack(next_observations)
-            final_observations = keys.pack(finals) if len(ended) else next_observations
+            next_observations = self.entered(next_observations, 'step')
+            final_observations = self.entered(finals, 'step') if len(ended) else next_observations
             return self.noted(next_observations, rewards, terminated, truncated, final_observations, info)
         final_observations = next_observations
         if len(ended):
@@ -74,6 +79,28 @@ class EnvStepping:
         check_finite(self.envs, self.steps, observation=final_observations, reward=rewards,
                      **({'reset observation': next_observations} if dones.any() else {}))
         return self.noted(next_observations, rewards, terminated, truncated, final_observations, info)
+
+    def check_observations(self, observations, call: str) -> None:
+        """Refuse a vector env's batch of Box observations of another shape than ``(n_envs, *space)``, or not of
+        numbers, in one :class:`EnvError` naming ``call`` and the env step (envs made by ``create_envs`` check each
+        env's first, :class:`~xagents.utils.observations.CheckedObservations`; Dict ones are checked as packed)."""
+        if self.dict_observations is not None:
+            return
+        expected = (self.envs.num_envs, *self.envs.single_observation_space.shape)
+        if type(observations) is np.ndarray and observations.shape == expected and observations.dtype.kind in 'biuf':
+            return
+        problem = observation_problem(observations, gym.spaces.Box(-np.inf, np.inf, expected), 'observations')
+        if problem:
+            raise EnvError(f'{env_name(self.envs)} in {call} at env step {self.steps:,}: {problem} (n_envs x '
+                           f'{self.envs.single_observation_space.shape})')
+
+    def entered(self, observations, call: str) -> np.ndarray:
+        """:meth:`encoded`, a Dict batch that does not fit its space (a Discrete key out of range) being an
+        :class:`EnvError` naming ``call``, the env step and the key."""
+        try:
+            return self.encoded(observations, 'env')
+        except ObservationError as error:
+            raise EnvError(f'{env_name(self.envs)} in {call} at env step {self.steps:,}: {error}') from None
 
     def noted(self, next_observations, rewards, terminated, truncated, final_observations, info) -> tuple:
         """:meth:`step_envs`'s results, after noting the action masks and the episodes the step finished."""
@@ -95,42 +122,71 @@ class EnvStepping:
     def take_masks(self, info: dict, dones: np.ndarray | None = None) -> None:
         """Note the action masks a reset or step gave with ``info`` (see :mod:`xagents.utils.masks`): ``masks``, of
         the observations it returned, and ``final_step_masks``, of a step's final observations. Both stay None
-        when the envs offer none, masking is off (``action_masks=False``) or the agent does not mask."""
-        segments = mask_segments(self.envs.single_action_space)
-        if not self.action_masks or segments is None or not self.masks_actions and dones is not None:
+        when the envs offer none, masking is off (``action_masks=False``) or the agent does not mask (which it
+        says once, at the first reset, when the envs offer masks).
+
+        Raises:
+            EnvError: a mask is not one boolean (or 0/1) per action, or allows no action.
+        """
+        if not self.action_masks:
             return
-        masks = self.read_masks(info)
-        if masks is not None and not self.masks_actions:  # (read at the first reset only, to say so)
-            logger.warning('%s offers action masks, which %s does not use: it may send actions the env forbids',
-                           env_name(self.envs), type(self).__name__)
+        space = self.envs.single_action_space
+        segments = mask_segments(space)
+        if not self.masks_actions or segments is None:
+            if dones is None and self.read_masks.offered(info):
+                logger.warning(unused_masks(env_name(self.envs), type(self).__name__, space))
             return
+        try:
+            masks = self.read_masks(info)
+            finals = masks if masks is None or dones is None else final_masks(masks, info, dones)
+        except MaskError as error:
+            raise EnvError(f'{env_name(self.envs)} at env step {self.steps:,}: {error}') from None
         if masks is not None:
             problem = check_masks(masks, self.envs.num_envs, segments)
             if problem:
                 raise EnvError(f'{env_name(self.envs)} at env step {self.steps:,}: {problem}')
         self.masks = masks
-        self.final_step_masks = masks if masks is None or dones is None else final_masks(masks, info, dones)
+        self.final_step_masks = finals
 
     def mask_reader(self, envs: gym.vector.VectorEnv | gym.Env) -> Callable[[dict], np.ndarray | None]:
-        """What reads the action masks of ``envs`` (or a single env) from a reset's or step's info for :meth:`act`:
-        a :class:`~xagents.utils.masks.MaskReader`, or None for every info when the agent acts without masks."""
+        """What reads the action masks of ``envs`` (or a single env) from a reset's or step's info for :meth:`act`
+        (evaluation, play): a :class:`~xagents.utils.masks.MaskReader` whose faults (a mask that is not one boolean
+        per action, or allows none) are an :class:`~xagents.utils.envs.EnvError`, or None for every info when
+        the agent acts without masks."""
         space = envs.single_action_space if isinstance(envs, gym.vector.VectorEnv) else envs.action_space
-        if self.action_masks and self.masks_actions and mask_size(space) is not None:
-            return MaskReader(envs)
-        return lambda info: None
+        if not (self.action_masks and self.masks_actions and mask_size(space) is not None):
+            return lambda info: None
+        reader, segments = MaskReader(envs), mask_segments(space)
 
-    def checked_masks(self, masks: np.ndarray, batch: int) -> np.ndarray:
-        """``masks`` given for ``batch`` observations as ``(batch, n)`` booleans, or a one-line ValueError."""
-        segments = mask_segments(self.envs.single_action_space)
+        def read(info: dict) -> np.ndarray | None:
+            try:
+                masks = reader(info)
+            except MaskError as error:
+                raise EnvError(f'{env_name(envs)}: {error}') from None
+            problem = masks is not None and check_masks(masks, len(masks), segments)
+            if problem:
+                raise EnvError(f'{env_name(envs)}: {problem}')
+            return masks
+        return read
+
+    def checked_masks(self, masks, batch: int) -> np.ndarray:
+        """``masks`` given for ``batch`` observations (``(n,)`` for one) as ``(batch, n)`` booleans, or a one-line
+        ValueError (:class:`~xagents.utils.masks.MaskError`): masks that are not booleans or 0/1, of another
+        shape, allowing no action, or given to an agent or action space that takes none."""
+        space = self.envs.single_action_space
+        segments = mask_segments(space)
         if not self.masks_actions or segments is None:
-            raise ValueError(f'{type(self).__name__} on {self.envs.single_action_space} takes no action mask: '
-                             'masks are for the Discrete actions of PPO, A2C, TRPO, DQN and SAC and the '
-                             'MultiDiscrete actions of PPO, A2C and TRPO')
-        masks = masks.reshape(1, -1) if masks.ndim == 1 and batch == 1 else masks
-        problem = check_masks(masks.astype(bool), batch, segments)
+            raise MaskError(f'{type(self).__name__} on {one_line(space)} takes no action mask: {WHO_MASKS}')
+        size = int(segments.sum())
+        try:
+            single = batch == 1 and np.ndim(masks) == 1
+        except (ValueError, TypeError):  # ragged lists: as_mask names them
+            single = False
+        masks = as_mask(masks, (size,) if single else (batch, size), "predict's action_mask").reshape(batch, size)
+        problem = check_masks(masks, batch, segments)
         if problem:
-            raise ValueError(problem)
-        return masks.astype(bool)
+            raise MaskError(problem)
+        return masks
 
     def bootstrapped(self, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
                      finals: np.ndarray) -> np.ndarray:

@@ -83,7 +83,8 @@ FAULTS = [
     ('nan_reward', r'faulty_envs:Faulty-v0 returned a non-finite reward \(nan\) in env 0 at env step 1,50\d'),
     ('inf_reward', r'faulty_envs:Faulty-v0 returned a non-finite reward \(inf\) in env 0 at env step 1,50\d'),
     ('raise', r'faulty_envs:Faulty-v0 failed in step at env step 1,49\d: RuntimeError: simulator crashed'),
-    ('wrong_shape', r'faulty_envs:Faulty-v0 failed in step at env step 1,49\d: ValueError: .*'),
+    ('wrong_shape', r'faulty_envs:Faulty-v0 failed in step at env step 1,49\d: ObservationError: step returned an '
+                    r'observation shaped \(2,\): expected \(4,\), the observation space\'s shape'),
     ('array_reward', r'faulty_envs:Faulty-v0 failed in step at env step 1,49\d: ValueError: setting an array element '
                      r'with a sequence. \(step returns an observation of the observation space\'s shape and a number as '
                      r'reward\)'),

@@ -18,10 +18,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.masks import MASK_KEY, MASK_METHOD, check_masks, mask_segments, mask_size, random_valid
+from xagents.utils.masks import (INFO_SOURCE, MASK_KEY, MASK_METHOD, METHOD_SOURCE, MaskError, as_mask, check_masks,
+                                 mask_segments, mask_size, random_valid)
 from xagents.utils.her import check_goal_space
 from xagents.utils.observations import check_observation_space, is_image
-from xagents.utils.spaces import ACTION_SPACE_AGENTS, one_line
+from xagents.utils.spaces import ACTION_SPACE_AGENTS, empty_dimension, one_line
 
 AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'DDPG', 'TD3', 'SAC')
 OFF_POLICY_BOX = ('DDPG', 'TD3', 'SAC')  # scale their [-1, 1] actions to the Box's bounds
@@ -157,7 +158,10 @@ def spaces(result: CheckResult) -> None:
         result.errors.append(f'action_space is {type(actions).__name__}, not a gymnasium Space')
         return
     takers = list(ACTION_SPACE_AGENTS.get(type(actions).__name__, ()))
-    if not takers:
+    if empty_dimension(actions):  # the agents' own refusal
+        result.errors.append(f'no agent can act in this action space: {empty_dimension(actions)}')
+        takers = []
+    elif not takers:
         result.warnings.append(f'no agent takes {type(actions).__name__} actions (agents take '
                                f'{", ".join(ACTION_SPACE_AGENTS)})')
     if isinstance(actions, gym.spaces.Box):
@@ -413,10 +417,12 @@ def read_masks(env: gym.Env, info: dict, has_method: bool, result: CheckResult, 
             result.warnings.append(f"{where} gave no info['{MASK_KEY}'] where earlier steps did: agents then allow "
                                    f'every action')
         return None
-    mask = np.asarray(mask)
     size = mask_size(result.action_space)
-    if size is not None and mask.shape != (size,):
-        fail(result, f'{where} gave an action mask shaped {mask.shape}: expected ({size},), one entry per action')
+    try:  # the check agents make where masks enter: booleans or 0/1, one per action
+        mask = np.asarray(mask) if size is None else as_mask(
+            mask, (size,), f'{METHOD_SOURCE if has_method else INFO_SOURCE} in {where}')
+    except MaskError as error:
+        fail(result, str(error))
     problem = size is not None and check_masks(mask.astype(bool)[None], 1, mask_segments(result.action_space))
     if problem:
         result.warnings.append(f'{where} gave an action mask that allows no action: agents stop there ({problem})')

@@ -28,6 +28,7 @@ import numpy as np
 from xagents.utils import goal_envs, no_velocity  # noqa: F401  (register BitFlipping-v0, PointReach-v0, CartPoleNoVel-v1...)
 from xagents.utils.ale_vector import AleVectorEnv
 from xagents.utils.masks import with_mask_info
+from xagents.utils.observations import CheckedEnvData
 from xagents.utils.memory import ALE_GAME_BYTES, check_fits
 from xagents.utils.validation import check_value, validated
 
@@ -270,7 +271,7 @@ def make_env(
     except Exception as error:  # the env's own code failed: one line naming it, its arguments and the error
         given = f' with env_kwargs {env_kwargs}' if env_kwargs else ''
         raise ValueError(f'making {env_id}{given} failed: {type(error).__name__}: {error}') from None
-    env = with_mask_info(env)  # SB3-contrib's action_masks() travels in the infos, as Gymnasium's masks do
+    env = CheckedEnvData(with_mask_info(env))  # observations and action masks checked where they enter
     if raw_wrapper is not None:
         env = raw_wrapper(env)
     env = gym.wrappers.RecordEpisodeStatistics(env)  # the game's own score, below every change
@@ -531,6 +532,7 @@ def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
             )
         return env
     if isinstance(env, gym.Env):
+        env = CheckedEnvData(env)  # a wrong shape, a state out of range or a bad mask named, not NumPy's words
         if isinstance(env.observation_space, gym.spaces.Discrete):
             env = one_hot_observations(env)
         return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AUTORESET_MODE)

@@ -466,6 +466,19 @@ def check_model(model: tf.keras.Model, observation_space, outputs: Sequence[Outp
                          f'size {", ".join(map(str, sizes))}')
 
 
+def check_precision(model: tf.keras.Model, precision: str, owner: str) -> None:
+    """Refuse ``precision='bf16'`` with a user's Keras model that computes in float32: bf16 sets the dtype policy of
+    the layers .cfg models build, and a model built elsewhere keeps its own, so it would run in float32 unsaid. A
+    model whose layers already compute in bfloat16 (built under ``mixed_bfloat16``) is taken as it is."""
+    if PRECISIONS.get(precision) is None:
+        return
+    if any(layer.compute_dtype == 'bfloat16' for layer in model._flatten_layers(include_self=False)):
+        return
+    raise ValueError(f"{owner}: precision='bf16' sets the dtype policy of .cfg models; a Keras model of yours keeps "
+                     f"its own (float32 here): build it under keras.mixed_precision.set_dtype_policy('mixed_bfloat16') "
+                     f"(outputs in float32), or leave precision at float32")
+
+
 def _check_fits(section: _Section, flat: bool) -> bool:
     """Refuse a dense layer on unflattened images; return whether the activations are flat."""
     kind = section.name.split('-')[0]

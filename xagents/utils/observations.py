@@ -16,6 +16,9 @@ from typing import Iterable, Mapping
 import gymnasium as gym
 import numpy as np
 
+from xagents.utils.masks import INFO_SOURCE, MASK_KEY, as_mask, mask_size
+from xagents.utils.spaces import empty_dimension, one_line
+
 KEY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)
 
 
@@ -43,6 +46,8 @@ def check_observation_space(space: gym.Space, owner: str) -> None:
     if isinstance(space, gym.spaces.Box):
         if channels_first(space, owner):
             raise ValueError(channels_first(space, owner))
+        if empty_dimension(space):
+            raise ValueError(f'{owner} cannot take these observations: {empty_dimension(space)}')
         return
     if not isinstance(space, gym.spaces.Dict):
         raise ValueError(f'{owner} expects Box or Dict observations (envs made by create_envs one-hot encode '
@@ -60,6 +65,136 @@ def check_observation_space(space: gym.Space, owner: str) -> None:
                              f'observation_keys (--observation-keys) or gymnasium.wrappers.FilterObservation')
         if channels_first(sub, owner, f' under {key!r}'):
             raise ValueError(channels_first(sub, owner, f' under {key!r}'))
+        if empty_dimension(sub):
+            raise ValueError(f'{owner} cannot encode key {key!r} of the observations: {empty_dimension(sub)} (drop it '
+                             f'with observation_keys, --observation-keys)')
+
+
+class ObservationError(ValueError):
+    """An observation that does not fit its space: another shape, text or objects for numbers, a Discrete value
+    out of range. Raised where observations enter; a run reports an env's as an
+    :class:`~xagents.utils.envs.EnvError` naming the call and the env step."""
+
+
+NUMBERS = 'biuf'  # dtype kinds an observation may hold: booleans, integers, floats
+
+
+def observation_problem(value, space: gym.Space, what: str = 'an observation') -> str | None:
+    """What is wrong with one env's observation ``value`` of ``space`` (``what`` names it in the answer), or None:
+    a shape other than the space's, text or objects where numbers go, a Discrete or MultiDiscrete value out of
+    range or not an integer, a Dict without one of its keys. Bounds of a Box are not checked (agents clip or
+    scale), nor keys of spaces no agent reads (Text). A float32 array of the right shape costs two comparisons."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(value, Mapping):
+            return f'{what} of {_kind_of(value)}: expected a dict with keys {", ".join(map(str, space.spaces))}'
+        for key, sub in space.spaces.items():
+            if key not in value:
+                return f'{what} without key {key!r}: expected keys {", ".join(map(str, space.spaces))}'
+            problem = observation_problem(value[key], sub, f'observation[{key!r}]')
+            if problem:
+                return problem
+        return None
+    if not isinstance(space, KEY_SPACES):
+        return None
+    if type(value) is np.ndarray and value.shape == space.shape and value.dtype.kind in NUMBERS and not isinstance(
+            space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        return None  # the common case, at once
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        return f'{what} of {_kind_of(value)} that is no array: expected numbers shaped {space.shape}'
+    if array.dtype.kind not in NUMBERS:
+        return f'{what} of {_dtype_words(array)}: expected numbers shaped {space.shape} ({space.dtype})'
+    if array.shape != space.shape:
+        return f'{what} shaped {array.shape}: expected {space.shape}, the observation space\'s shape'
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        return _out_of_range(array.reshape(1, -1), space, 'observation' if what == 'an observation' else what)
+    return None
+
+
+def _kind_of(value) -> str:
+    return f'{type(value).__name__} {_short(value)}'
+
+
+def _short(value) -> str:
+    text = repr(value.item() if isinstance(value, np.generic) else value)
+    return text if len(text) <= 40 else text[:37] + '...'
+
+
+def _dtype_words(array: np.ndarray) -> str:
+    """``array``'s dtype in words, with its first entry that is no number: ``text (<U1, 'a')``."""
+    words = {'U': 'text', 'S': 'bytes', 'O': 'objects', 'c': 'complex numbers'}.get(array.dtype.kind, 'values')
+    flat = array.reshape(-1)
+    first = next((value for value in flat if not isinstance(value, (int, float, np.number))), None) if (
+        array.dtype == object) else (flat[0] if flat.size else None)
+    return f'{words} ({array.dtype}{"" if first is None and array.dtype != object else ", " + _short(first)})'
+
+
+def _out_of_range(values: np.ndarray, space: gym.Space, what: str, rows: str = '') -> str | None:
+    """What is wrong with ``(n, k)`` values of a Discrete (k = 1) or MultiDiscrete space, or None: each must be an
+    integer within its entry's range (floats holding integers pass)."""
+    if isinstance(space, gym.spaces.Discrete):
+        counts, starts = np.asarray([space.n]), np.asarray([space.start])
+    else:
+        counts, starts = np.asarray(space.nvec).ravel(), np.asarray(space.start).ravel()
+    kind = values.dtype.kind
+    if kind not in NUMBERS:
+        return f'{what} of {_dtype_words(values)}: expected integers of {one_line(space)}'
+    wrong = np.zeros(values.shape, bool)
+    if kind == 'f':
+        wrong |= ~np.isfinite(values) | (values != np.round(values))
+    numbers = np.where(wrong, starts, values)
+    wrong |= (numbers < starts) | (numbers >= starts + counts)
+    if not wrong.any():
+        return None
+    row, entry = (int(i) for i in np.argwhere(wrong)[0])
+    where = f' (entry {entry})' if values.shape[1] > 1 else ''
+    at = f' in {rows} {row}' if rows else ''
+    value = values[row, entry]
+    value = value.item() if isinstance(value, np.generic) else value
+    low, high = int(starts[entry]), int(starts[entry] + counts[entry] - 1)
+    return f'{what} = {value!r}{where}{at}: expected an integer from {low} to {high} ({one_line(space)})'
+
+
+class CheckedEnvData(gym.Wrapper):
+    """Check what an env's ``reset`` and ``step`` return where it enters, before a vector env stacks it: each
+    observation against the observation space (:func:`observation_problem`: a wrong shape, text or objects, a
+    Discrete state out of range, in one :class:`ObservationError` naming the call and both shapes, not NumPy's
+    words), and ``info['action_mask']`` (:func:`~xagents.utils.masks.as_mask`: booleans or 0/1, one per action,
+    not NaN or text that stacking beside another env's booleans would cast to True). A float array of the right
+    shape and a boolean mask cost a few comparisons."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        empty = empty_dimension(env.action_space)
+        if empty:  # refused before a vector env batches the space in NumPy's or Box's words
+            raise ValueError(f'no agent can act in this action space: {empty}')
+        space = env.observation_space
+        self.fast_shape = space.shape if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)) else None
+        size = mask_size(env.action_space)
+        self.mask_shape = None if size is None else (size,)
+
+    def reset(self, **kwargs):
+        observation, info = self.env.reset(**kwargs)
+        return observation, self._checked(observation, info, 'reset')
+
+    def step(self, action):
+        result = self.env.step(action)
+        info = self._checked(result[0], result[4], 'step')
+        return result if info is result[4] else (*result[:4], info)
+
+    def _checked(self, observation, info: dict, call: str) -> dict:
+        """``info`` with its action mask as booleans, once ``observation`` and the mask passed their checks."""
+        if not (type(observation) is np.ndarray and observation.shape == self.fast_shape
+                and observation.dtype.kind in NUMBERS):
+            problem = observation_problem(observation, self.env.observation_space)
+            if problem:
+                raise ObservationError(f'{call} returned {problem}')
+        if self.mask_shape is None or not isinstance(info, dict) or MASK_KEY not in info:
+            return info
+        masks = info[MASK_KEY]
+        checked = as_mask(masks, self.mask_shape, f'{INFO_SOURCE} in {call}')
+        return info if checked is masks else {**info, MASK_KEY: checked}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,15 +299,30 @@ class DictObservations:
         (size,) = sizes
         return (1, True) if size is None else (size, False)
 
-    def pack(self, observations: Mapping[str, np.ndarray]) -> np.ndarray:
-        """A batch of Dict observations (each key ``(n, *shape)``) as one ``(n, size)`` float32 array."""
+    def pack(self, observations: Mapping[str, np.ndarray], rows: str = 'row') -> np.ndarray:
+        """A batch of Dict observations (each key ``(n, *shape)``) as one ``(n, size)`` float32 array.
+
+        Raises:
+            ObservationError: a key of another shape, of text or objects, or a Discrete (MultiDiscrete) value out
+                of its range or no integer; the message names the key, the value, its row (``rows`` says what a
+                row is: an env) and the space.
+        """
         first = np.asarray(observations[self.keys[0].name])
         n = len(first)
         packed = np.empty((n, self.size), np.float32)
         for key in self.keys:
             values = np.asarray(observations[key.name])
+            name = f'observation[{key.name!r}]'
+            if values.shape != (n, *key.space.shape):
+                raise ObservationError(f'{name} shaped {values.shape}: expected {(n, *key.space.shape)}, a batch of '
+                                       f'{one_line(key.space)}')
+            if values.dtype.kind not in NUMBERS:
+                raise ObservationError(f'{name} of {_dtype_words(values)}: expected numbers of {one_line(key.space)}')
             part = packed[:, key.offset:key.offset + key.size]
             if key.kind == 'discrete':
+                problem = _out_of_range(values.reshape(n, -1), key.space, name, rows)
+                if problem:
+                    raise ObservationError(problem)
                 part[:] = 0
                 column = 0
                 for entry, (count, start) in enumerate(zip(key.counts(), key.starts())):
