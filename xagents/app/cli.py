@@ -247,8 +247,10 @@ def run_outputs(agent: str, env_id: str, argv: list[str], run_args: dict, run_de
     else:
         run_args['history_checkpoint'] = history = os.path.join(made[0], RUN_HISTORY)
         run_args['save_dir'] = saves = os.path.join(made[0], RUN_SAVES)
-        line = (f'Run folder {made[0]} (its history in {RUN_HISTORY}, the agent saved into {RUN_SAVES}/); go on '
-                f'from its latest save with: {resume_command(agent, argv, history, saves)}')
+        frequency = run_args.get('save_frequency') or run_defaults.get('save_frequency')
+        when = f'every {frequency} steps and when training ends' if frequency else 'when training ends'
+        line = (f'Run folder {made[0]} (its history in {RUN_HISTORY}, the agent saved into {RUN_SAVES}/ {when}); go '
+                f'on from its latest save with: {resume_command(agent, argv, history, saves)}')
     run_args['callbacks'] = [*run_args.get('callbacks', ()), OnStart(lambda run: outputs_logger.info(line))]
     return made
 

@@ -47,8 +47,8 @@ def test_a_run_given_no_output_writes_into_a_new_run_folder_and_goes_on_with_the
     (line,) = out.splitlines()  # said even with --quiet: the run wrote files nobody named
     command = (f'xagents train ppo {" ".join(SMALL)} --max-steps 512 --quiet --history-checkpoint '
                f'{folder}/history.parquet --save-dir {folder}/saves --weights {folder}/saves')
-    assert line.endswith(f'Run folder {folder} (its history in history.parquet, the agent saved into saves/); go on from '
-                    f'its latest save with: {command}')
+    assert line.endswith(f'Run folder {folder} (its history in history.parquet, the agent saved into saves/ when '
+                         f'training ends); go on from its latest save with: {command}')
     assert read_history(f'{folder}/history.parquet')['step'].iloc[-1] <= 512
 
     status, _, err = xagents_cli('train', 'ppo', *SMALL, '--max-steps', '256', '--quiet')  # the next number

@@ -2,8 +2,8 @@
 
 ``fit`` builds its own from its arguments and the agent's settings, in this order: checkpoints and
 history file, progress lines, progress bar, evaluation, metric sinks (wandb, TensorBoard),
-whole-agent saves, plateau rules; then the user's. A callback overrides the events it needs (see :class:`xagents.training.run.Run`)
-and stops training by returning False from ``on_round`` or ``on_episode``.
+whole-agent saves, plateau rules; then the user's. A callback overrides the events it needs (see
+:class:`xagents.training.run.Run`) and stops training by returning False from ``on_round`` or ``on_episode``.
 """
 from __future__ import annotations
 
