@@ -9,12 +9,14 @@ import importlib.util
 import json
 import logging
 import os
+import random
 import re
 import shlex
 import sqlite3
+import time
 import urllib.parse
 import warnings
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import optuna
 import sqlalchemy
@@ -22,7 +24,7 @@ from optuna.distributions import (BaseDistribution, CategoricalDistribution, che
 from optuna.storages import JournalStorage, RDBStorage
 from optuna.storages._rdb import models as optuna_models
 from optuna.storages._rdb.models import BaseModel as OptunaTables
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
 from xagents.utils.extras import install_command
 from xagents.app.flags import Flag
@@ -37,6 +39,8 @@ PRUNERS = ('median', 'halving', 'none')
 TARGET_ATTR = 'target_trials'
 HEARTBEAT_INTERVAL = 30  # seconds between heartbeats of a running trial (RDB storages)
 GRACE_PERIOD = 120  # seconds without a heartbeat after which another worker fails the trial
+CREATION_TRIES = 8  # tries at opening a storage or study that other workers create at the same moment (~4 s in all)
+T = TypeVar('T')
 
 
 # --------------------------------------------------------------------------- storage, study
@@ -75,17 +79,49 @@ def open_storage(url: str | None, study: str, n_jobs: int = 1) -> tuple[optuna.s
     if backend == 'sqlite':
         check_sqlite(url, shown)
     password = re.match(r'[^:]*://[^/@:]*:(.*)@', url)
-    try:
+
+    def rdb_storage() -> RDBStorage:
         with warnings.catch_warnings():
             warnings.simplefilter('ignore', optuna.exceptions.ExperimentalWarning)
-            storage = RDBStorage(url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD,
-                                 engine_kwargs={'connect_args': {'connect_timeout': 10}} if backend != 'sqlite' else {})
+            return RDBStorage(url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD,
+                              engine_kwargs={'connect_args': {'connect_timeout': 10}} if backend != 'sqlite' else {})
+
+    try:  # workers started together on a new database each create its tables, version rows and alembic stamp
+        storage = retried_creation(rdb_storage)
     except Exception as error:  # any driver or connection error: a one-line message, password hidden
         message = mask_url(one_line(error))
         if password and password.group(1):
             message = message.replace(password.group(1), '***')
         raise ValueError(f'cannot open storage {shown}: {message}') from None
     return storage, shown
+
+
+def creation_race(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is a worker losing a race to another creating the same tables, types,
+    version rows, alembic stamp or study at the same moment: opening again finds what the other made. A database
+    that cannot be reached, refuses the login or lacks a permission is no race."""
+    while error is not None:
+        if isinstance(error, (sqlalchemy.exc.IntegrityError, optuna.exceptions.DuplicatedStudyError)):
+            return True
+        if isinstance(error, sqlalchemy.exc.DBAPIError) and re.search(
+                r'already exists|deadlock detected|database is locked|could not serialize', str(error.orig), re.I):
+            return True  # PostgreSQL's "relation/type ... already exists", SQLite's "table ... already exists"
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def retried_creation(action: Callable[[], T]) -> T:
+    """``action()``, tried again after a short random pause (growing to 1 s, :data:`CREATION_TRIES` tries) while it
+    loses a creation race (:func:`creation_race`); any other error at once."""
+    for attempt in range(CREATION_TRIES):
+        try:
+            return action()
+        except Exception as error:
+            if attempt == CREATION_TRIES - 1 or not creation_race(error):
+                raise
+            logger.debug('opening again after a creation race: %s', one_line(error))
+            time.sleep(random.uniform(0.5, 1.5) * min(0.05 * 2 ** attempt, 1.0))
+    raise AssertionError('unreachable')
 
 
 def open_journal(path: str) -> JournalStorage:
@@ -190,24 +226,36 @@ def optuna_revisions() -> frozenset[str]:
 def repair_journal(path: str) -> None:
     """Drop a partial last record, left when a process was killed while appending to the journal.
 
-    Optuna writes one JSON record per line; without this, every later run fails to parse the file.
+    Optuna writes one JSON record per line; without this, every later run fails to parse the file. A last line
+    without its newline is judged under the lock Optuna's writers hold (``<path>.lock``): another worker's record
+    still being written is left alone.
     """
-    if not os.path.isfile(path):
+    if not os.path.isfile(path) or not _partial_tail(path):
         return
+    lock = JournalFileSymlinkLock(path)
+    lock.acquire()
+    try:
+        tail = _partial_tail(path)
+        if not tail:
+            return
+        try:
+            json.loads(tail)
+            with open(path, 'ab') as file:  # a whole record that only lacks its newline
+                file.write(b'\n')
+        except ValueError:
+            os.truncate(path, os.path.getsize(path) - len(tail))
+            logger.warning('%s ended with a partial record (%d bytes) from an interrupted write: dropped it',
+                           path, len(tail))
+    finally:
+        lock.release()
+
+
+def _partial_tail(path: str) -> bytes:
+    """What follows the journal's last newline, where it is more than blanks."""
     with open(path, 'rb') as file:
         content = file.read()
-    complete = content.rfind(b'\n') + 1
-    tail = content[complete:]
-    if not tail.strip():
-        return
-    try:
-        json.loads(tail)
-        with open(path, 'ab') as file:  # a whole record that only lacks its newline
-            file.write(b'\n')
-    except ValueError:
-        os.truncate(path, complete)
-        logger.warning('%s ended with a partial record (%d bytes) from an interrupted write: dropped it',
-                       path, len(tail))
+    tail = content[content.rfind(b'\n') + 1:]
+    return tail if tail.strip() else b''
 
 
 def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
@@ -219,11 +267,7 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
 
     Nothing is written to an existing study unless every check passes.
     """
-    try:
-        study = optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
-    except KeyError:
-        study = optuna.create_study(storage=storage, study_name=name, direction='maximize', sampler=sampler,
-                                    pruner=pruner, load_if_exists=True)
+    study = load_or_create_study(storage, name, sampler, pruner)
     attrs, agent_id = study.user_attrs, agent_name(agent)
     owner = (attrs.get('agent', agent_id), attrs.get('env', env_id))
     if owner != (agent_id, env_id):
@@ -255,15 +299,31 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
             if before[0] != now[0]:
                 raise ValueError(f'study {name!r} trained its trials with {before[1]}, got {now[1]}: '
                                  'resume it with the same flags, or choose another --study')
-    else:
-        study.set_user_attr('fixed', space.fixed)
+    written = {} if 'fixed' in attrs else {'fixed': space.fixed}
     if 'agent' not in attrs:
-        study.set_user_attr('agent', agent_id)
-        study.set_user_attr('env', env_id)
-    for setting, value in (scoring or {}).items():
-        if setting not in attrs:
-            study.set_user_attr(setting, value)
+        written.update(agent=agent_id, env=env_id)
+    written.update({setting: value for setting, value in (scoring or {}).items() if setting not in attrs})
+    for key, value in written.items():
+        study.set_user_attr(key, value)
+    stored = study.user_attrs
+    if any(stored.get(key) != json.loads(json.dumps(value)) for key, value in written.items()):
+        # A worker started at the same moment with other settings wrote its own first: checked as a resume.
+        return open_study(storage, name, agent, env_id, space, sampler, pruner, scoring)
     return study
+
+
+def load_or_create_study(storage, name: str, sampler: optuna.samplers.BaseSampler,
+                         pruner: optuna.pruners.BasePruner) -> optuna.Study:
+    """The study ``name`` of ``storage``, created (maximising one value) where it is missing; workers started at the
+    same moment all get the one study."""
+    def load_or_create() -> optuna.Study:
+        try:
+            return optuna.load_study(study_name=name, storage=storage, sampler=sampler, pruner=pruner)
+        except KeyError:
+            return optuna.create_study(storage=storage, study_name=name, direction='maximize', sampler=sampler,
+                                       pruner=pruner, load_if_exists=True)
+
+    return retried_creation(load_or_create)
 
 
 def _setting(flag: Flag, fixed: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],

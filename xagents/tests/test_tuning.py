@@ -1,5 +1,6 @@
 """xagents tune: search spaces of every agent, the embedded study and its resume, pruning,
 bad input, storages that are not a study's, and two workers sharing one PostgreSQL study."""
+import json
 import os
 import shlex
 import signal
@@ -425,3 +426,90 @@ def test_a_python_script_shows_the_trial_lines_and_the_best(workdir):
     result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert 'trial 0 COMPLETE' in result.stdout and 'train it: xagents train ppo --env CartPole-v1' in result.stdout
+
+
+# Opens a storage and its study as `xagents tune` does (study.open_storage, study.load_or_create_study) each time a
+# line {"url": ..., "study": ...} comes in, at once in every worker; answers {"study_id": ...} or {"error": ...}.
+OPENING_WORKER = '''
+import json, sys
+from xagents.app import study
+print('ready', flush=True)
+for line in sys.stdin:
+    asked = json.loads(line)
+    try:
+        storage = study.open_storage(asked['url'], asked['study'])[0]
+        answer = {'study_id': study.load_or_create_study(storage, asked['study'], None, None)._study_id}
+    except Exception as error:
+        answer = {'error': f'{type(error).__name__}: {error}'}
+    print(json.dumps(answer), flush=True)
+'''
+
+
+def opened_together(storages: list[tuple[str | None, str]], workers: int = 6) -> list[list[dict]]:
+    """Open each (url, study) of ``storages`` in ``workers`` processes at the same moment, one after another; return
+    each one's answers."""
+    processes = [subprocess.Popen([sys.executable, '-c', OPENING_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True) for _ in range(workers)]
+    try:
+        assert all(process.stdout.readline() == 'ready\n' for process in processes)  # imported: only opening is left
+        answers = []
+        for url, name in storages:
+            line = json.dumps({'url': url, 'study': name}) + '\n'
+            for process in processes:  # within a few milliseconds of each other
+                process.stdin.write(line)
+                process.stdin.flush()
+            answers.append([json.loads(process.stdout.readline()) for process in processes])
+        return answers
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
+def test_workers_started_together_on_a_new_postgres_database_all_open_one_study(postgres_url):
+    import psycopg2
+
+    schemas = [f'race_{uuid.uuid4().hex[:12]}' for _ in range(3)]  # each a brand-new, empty database for Optuna
+    connection = psycopg2.connect(postgres_url)
+    connection.autocommit = True
+    try:
+        for schema in schemas:
+            connection.cursor().execute(f'CREATE SCHEMA {schema}')
+        answers = opened_together([(f'{postgres_url}?options=-csearch_path%3D{schema}', 'together')
+                                   for schema in schemas])
+        for round_answers in answers:
+            assert len({json.dumps(answer) for answer in round_answers}) == 1, round_answers  # the same study
+            assert 'study_id' in round_answers[0], round_answers[0]
+    finally:
+        for schema in schemas:
+            connection.cursor().execute(f'DROP SCHEMA IF EXISTS {schema} CASCADE')
+        connection.close()
+
+
+def test_workers_started_together_on_a_new_sqlite_file_or_journal_all_open_one_study(workdir):
+    answers = opened_together([(f'sqlite:///{workdir}/new-{round}.db', 'together') for round in range(3)]
+                              + [(None, 'together')])
+    for round_answers in answers:
+        assert len({json.dumps(answer) for answer in round_answers}) == 1, round_answers
+        assert 'study_id' in round_answers[0], round_answers[0]
+
+
+def test_a_journal_record_another_worker_is_writing_is_not_taken_for_a_torn_one(existing_study):
+    import threading
+
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    record = b'{"op_code": 9, "worker_id": "w", "study_id": 0, "user_attr": {"note": "written by another worker"}}\n'
+    lock = JournalFileSymlinkLock(str(existing_study))
+    lock.acquire()  # as Optuna's writer holds it while it appends
+    with open(existing_study, 'ab') as journal:
+        journal.write(record[:40])
+    repair = threading.Thread(target=study.repair_journal, args=(str(existing_study),))
+    repair.start()
+    repair.join(1.0)
+    assert repair.is_alive()  # it waits for the writer
+    with open(existing_study, 'ab') as journal:
+        journal.write(record[40:])
+    lock.release()
+    repair.join(30)
+    assert existing_study.read_bytes().endswith(b'\n' + record)
