@@ -11,6 +11,7 @@ import sys
 # cut short. Python ignores SIGPIPE (a write raises BrokenPipeError instead), and it stays ignored: restoring its
 # default would also end the process on a database or worker connection that closed.
 CLOSED_OUTPUT_STATUS = 128 + signal.SIGPIPE
+STOPPED_IN_ORDER = ('train', 'play', 'export', 'tune')  # the commands whose SIGTERM is their Ctrl-C
 
 
 def interrupted(error: BaseException) -> bool:
@@ -25,9 +26,11 @@ def interrupted(error: BaseException) -> bool:
 
 def main() -> None:
     """Entry point of the ``xagents`` console script and of ``python -m xagents``."""
-    # A terminated command stops as on Ctrl-C from its first moment (reading an env's presets, loading TensorFlow),
-    # not only once its run or search has started: one line, status 130.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # A terminated run or search stops as on Ctrl-C from the command's first moment (reading an env's presets,
+    # loading TensorFlow), not only once it has started: one line, status 130. (A benchmark is left to SIGTERM's
+    # default: its runs are child processes that a Ctrl-C in its terminal stops with it.)
+    if sys.argv[1:2] and sys.argv[1] in STOPPED_IN_ORDER:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         from xagents.app.cli import main as command
     except BaseException as error:

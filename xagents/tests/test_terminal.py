@@ -6,6 +6,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -108,3 +109,21 @@ def test_a_search_piped_to_head_stops_leaving_no_running_trial(workdir, xagents_
     storage = optuna.storages.JournalStorage(JournalFileBackend('ppo-CartPole-v1.journal.log'))
     states = [trial.state.name for trial in optuna.load_study(study_name='ppo-CartPole-v1', storage=storage).trials]
     assert 0 < len(states) < 20 and 'RUNNING' not in states, states
+
+
+@pytest.mark.parametrize('signal_number', [signal.SIGTERM, signal.SIGINT], ids=['SIGTERM', 'Ctrl-C'])
+def test_a_signal_while_ale_py_loads_is_one_line_and_status_130(xagents_command, signal_number):
+    # Reading the env's tuned defaults loads ale-py (C++ that a KeyboardInterrupt inside its initialisation would
+    # abort), before TensorFlow loads and the run's own handling begins.
+    process = subprocess.Popen(xagents_command + ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--max-steps', '64'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while '_ale_py' not in open(f'/proc/{process.pid}/maps').read():
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal_number)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert (process.returncode, err, out) == (130, 'xagents: interrupted\n', '')

@@ -8,7 +8,9 @@ import importlib
 import logging
 import os
 import select
+import signal
 import sys
+import threading
 from typing import Iterator
 
 
@@ -25,6 +27,26 @@ def native_stderr_silenced() -> Iterator[None]:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM meanwhile and deliver them after: a KeyboardInterrupt raised inside a C++ extension's
+    initialisation (ale-py's, which nanobind turns into a C++ exception) aborts the process instead of stopping it.
+    Only the main thread handles signals; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {number: signal.signal(number, lambda number, frame: held.append(number))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if held:
+            signal.raise_signal(held[0])  # to the handler it was meant for: KeyboardInterrupt, or the default
 
 
 def load_tensorflow() -> None:

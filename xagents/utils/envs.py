@@ -27,6 +27,7 @@ import numpy as np
 
 from xagents.utils import goal_envs, no_velocity  # noqa: F401  (register BitFlipping-v0, PointReach-v0, CartPoleNoVel-v1...)
 from xagents.utils.ale_vector import AleVectorEnv
+from xagents.utils.console import interrupts_deferred
 from xagents.utils.masks import with_mask_info
 from xagents.utils.observations import CheckedEnvData
 from xagents.utils.memory import ALE_GAME_BYTES, check_fits
@@ -82,7 +83,8 @@ def check_finite(envs: gym.vector.VectorEnv, step: int, **values: np.ndarray) ->
 def _register_atari() -> None:
     """Make ``ALE/...`` and ``...NoFrameskip-v4`` ids known to Gymnasium (ale-py ships the ROMs); ALE's
     warnings still show, its banner (info) no longer lands in the middle of a run's output."""
-    import ale_py
+    with interrupts_deferred():  # a Ctrl-C while its C++ loads would abort the process
+        import ale_py
 
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Warning)
     gym.register_envs(ale_py)
