@@ -299,16 +299,14 @@ def open_study(storage, name: str, agent: type, env_id: str, space: SearchSpace,
             if before[0] != now[0]:
                 raise ValueError(f'study {name!r} trained its trials with {before[1]}, got {now[1]}: '
                                  'resume it with the same flags, or choose another --study')
-    written = {} if 'fixed' in attrs else {'fixed': space.fixed}
+    else:
+        study.set_user_attr('fixed', space.fixed)
     if 'agent' not in attrs:
-        written.update(agent=agent_id, env=env_id)
-    written.update({setting: value for setting, value in (scoring or {}).items() if setting not in attrs})
-    for key, value in written.items():
-        study.set_user_attr(key, value)
-    stored = study.user_attrs
-    if any(stored.get(key) != json.loads(json.dumps(value)) for key, value in written.items()):
-        # A worker started at the same moment with other settings wrote its own first: checked as a resume.
-        return open_study(storage, name, agent, env_id, space, sampler, pruner, scoring)
+        study.set_user_attr('agent', agent_id)
+        study.set_user_attr('env', env_id)
+    for setting, value in (scoring or {}).items():
+        if setting not in attrs:
+            study.set_user_attr(setting, value)
     return study
 
 
