@@ -215,6 +215,13 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         settings, run_settings = cls.run_settings_apart({**presets, **kwargs})
         settings = capped_initial_size(cls, settings, kwargs)  # a preset's initial size below the user's capacity
         env_kwargs = {name: settings.pop(name) for name in ENV_PARAMETERS if name in settings}
+        n_envs = env_kwargs.get('n_envs', 1) * (settings.get('workers') or 1)
+        if n_envs > 64:  # what the agent stores for many envs is judged on one env's spaces, before all are made
+            probe = create_envs(env_id, **{**env_kwargs, 'n_envs': 1})
+            try:
+                cls.check_memory(probe.single_observation_space, n_envs, settings)
+            finally:
+                probe.close()
         envs = create_envs(env_id, seed=settings.get('seed'), **env_kwargs)
         try:
             agent = cls(envs, **settings)
@@ -223,6 +230,11 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             raise
         agent.run_defaults.update(run_settings)
         return agent
+
+    @classmethod
+    def check_memory(cls, observation_space: gym.Space, n_envs: int, settings: dict) -> None:
+        """Refuse ``settings`` whose storage for ``n_envs`` envs cannot fit in memory, before the envs are made (the
+        families that store per env say how; the agent's construction checks again with the envs made)."""
 
     def model_file(self, role: str, observation_space: gym.Space, given, variant: str = '') -> str | tf.keras.Model:
         """Resolve a model argument: a Keras model or cfg path as given, or the packaged default.

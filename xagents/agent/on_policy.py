@@ -2,6 +2,8 @@
 reward scaling, and GAE handed to the agent's ``train_step``."""
 from __future__ import annotations
 
+import inspect
+
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
@@ -17,6 +19,16 @@ from xagents.utils.recurrence import Memory, check_kind, in_sequences
 from xagents.utils.returns import gae
 from xagents.utils.spaces import flat_actions
 
+
+def check_rollout_fits(observation_space: gym.Space, n_envs: int, n_steps: int) -> None:
+    """Refuse a rollout that cannot fit in memory: its observations (and ~64 bytes of the rest a step), kept three
+    times over (the rollout, its flattened copy for the update and the update's own tensors)."""
+    if isinstance(observation_space, gym.spaces.Box):
+        observation = observation_space.dtype.itemsize * int(np.prod(observation_space.shape))
+    else:  # a Dict before packing: its keys as the float32 vector they pack into
+        observation = 4 * gym.spaces.flatdim(observation_space)
+    check_fits(f'a rollout of {n_steps:,} steps of {n_envs:,} envs', 3 * n_envs * (observation + 64) * n_steps,
+               'lower --n-steps or --n-envs')
 
 class OnPolicy(BaseAgent):
     """Agents that learn from the rollout they just collected (A2C, PPO, TRPO).
@@ -66,13 +78,17 @@ class OnPolicy(BaseAgent):
             raise ValueError('use_sde explores Box actions; this env\'s actions are discrete')
         self.sde = StateDependentNoise(sde_sample_freq) if use_sde else None
         space = self.observation_space  # (Dict observations packed)
-        per_step = self.n_envs * (space.dtype.itemsize * int(np.prod(space.shape)) + 64)
-        # The rollout, its flattened copy for the update and the update's own tensors.
-        check_fits(f'a rollout of {n_steps:,} steps of {self.n_envs} envs', 3 * per_step * n_steps, 'lower --n-steps')
+        check_rollout_fits(space, self.n_envs, n_steps)
         # Filled by the envs this process steps (a learner with workers joins theirs instead).
         self.rollout = RolloutBuffer(n_steps, envs.num_envs, space, flat_actions(envs.single_action_space))
         self.return_stats = RunningMeanStd(shape=()) if normalize_rewards else None
         self.discounted_returns = np.zeros(envs.num_envs)  # per env, for return_stats
+
+    @classmethod
+    def check_memory(cls, observation_space: gym.Space, n_envs: int, settings: dict) -> None:
+        """Refuse a rollout of ``n_envs`` envs that cannot fit in memory, before the envs are made."""
+        n_steps = settings.get('n_steps', inspect.signature(cls.__init__).parameters['n_steps'].default)
+        check_rollout_fits(observation_space, n_envs, n_steps)
 
     def policy_outputs(self) -> list[Output]:
         """The outputs of an actor-critic model: distribution parameters and a value."""

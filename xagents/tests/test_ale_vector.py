@@ -176,13 +176,30 @@ def test_more_games_than_memory_holds_are_refused_in_one_line_before_any_is_buil
     count = int(available_bytes() / (1.2 * 2 ** 20))
     started = time.monotonic()
     try:
-        done = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', str(count)],
-                              capture_output=True, text=True, timeout=120)
+        # (a rollout of one step, which fits: PPO's rollout of these games is judged before them, on its own)
+        done = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', str(count),
+                                                 '--n-steps', '1'], capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         pytest.fail(f'{count:,} games were being built')
     assert done.returncode == 2, done.stderr
     assert re.fullmatch(rf'xagents train ppo: error: {count:,} PongNoFrameskip-v4 envs needs [\d,.]+ GiB of memory, '
                         r'[\d,.]+ GiB is available: use fewer envs \(--n-envs, --eval-episodes\)\n', done.stderr)
+    assert time.monotonic() - started < 60
+
+
+def test_a_rollout_of_games_that_cannot_fit_is_refused_before_the_games_are_built(xagents_command):
+    """3,000 Pong games fit (about 6 GiB), PPO's rollout of them does not: refused on one game's spaces, at once."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '3000',
+                                                 '--n-steps', '4096', '--max-steps', '1000'],
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail('3,000 games were being built')
+    assert done.returncode == 2, done.stderr
+    assert re.fullmatch(r'xagents train ppo: error: a rollout of 4,096 steps of 3,000 envs needs [\d,.]+ GiB of memory, '
+                        r'[\d,.]+ GiB is available: lower --n-steps or --n-envs\n', done.stderr), done.stderr
+    assert 'Making' not in done.stdout
     assert time.monotonic() - started < 60
 
 
