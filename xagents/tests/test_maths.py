@@ -107,6 +107,20 @@ def test_a2c_loss_terms_by_hand():
     np.testing.assert_allclose(float(metrics['entropy']), ENTROPY, rtol=1e-6)
 
 
+
+def test_a2c_steps_rmsprop_on_value_loss_coef_times_the_value_loss():
+    """With no entropy bonus, zero advantages and a clipping norm it does not reach, the value head's gradient is
+    value_loss_coef * (-ln 3, 0, 1/2, 0) (see above; bias: 0.5 * -3/2) and TensorFlow 1's RMSProp, its mean squares
+    starting at ones, steps each weight by -lr g / sqrt(0.99 + 0.01 g^2 + 1e-5)."""
+    agent = actor_critic(A2C, entropy_coef=0.0, value_loss_coef=0.5, grad_norm=100.0, lr=0.01)
+    moved = weights_moved(agent, lambda: agent.train_step(ON_POLICY_OBSERVATIONS, ON_POLICY_ACTIONS,
+                                                          np.zeros(4, np.float32), np.zeros(4, np.float32), RETURNS))
+    gradients = 0.5 * np.array([-LN3, 0, 0.5, 0]), 0.5 * np.array([-1.5])
+    for change, gradient in zip(moved[2:], gradients):
+        np.testing.assert_allclose(change.ravel(), -0.01 * gradient / np.sqrt(0.99 + 0.01 * gradient ** 2 + 1e-5),
+                                   rtol=1e-4, atol=1e-9)
+    np.testing.assert_array_equal(moved[0], 0.0)  # (no advantage, no entropy bonus: the policy stays)
+
 # ------------------------------------------------------------------------------------- TRPO
 def softmax(logits: np.ndarray) -> np.ndarray:
     exponentials = np.exp(logits - logits.max(-1, keepdims=True))
@@ -219,12 +233,12 @@ def acer_update_by_hand(policy_kernel, q_kernel, observations, actions, rewards,
 
 def test_acer_losses_trust_region_and_step_by_hand():
     """Two steps of one env, then the bootstrap observation; importance_c = 1.2 so that truncation bites:
-    pi(x0) = (3/4, 1/4) against mu = (1/2, 1/2): rho = (1.5, 0.5), the action taken (0) has its weight cut to 1.2
-    (Retrace: to 1) and the correction weighs action 0 by 1 - 1.2 / 1.5 = 0.2; pi(x1) = (1/2, 1/2) against
-    mu = (0.8, 0.2): rho = (0.625, 2.5), Retrace carries 0.625 of the taken action's error, the correction weighs
-    action 1 by 1 - 1.2 / 2.5 = 0.52. Negative rewards (-1, -2) give the taken actions negative advantages, where
-    delta = 0.1 makes the trust region bite; the gradient's norm (1.558) is clipped to 1. A flipped sign of the KL gradient k,
-    of the projection or of the correction, an untruncated weight, Retrace without rho, or a Q loss on V instead of
+    pi(x0) = (3/4, 1/4) against mu = (1/2, 1/2): rho = (1.5, 0.5), the taken action 0 has its weight cut to 1.2 and
+    the correction weighs action 0 by 1 - 1.2 / 1.5 = 0.2; pi(x1) = (1/2, 1/2) against mu = (0.8, 0.2):
+    rho = (0.625, 2.5), the taken action 1 has its weight cut to 1.2, its Retrace factor to 1, and the correction
+    weighs it by 1 - 1.2 / 2.5 = 0.52. Rewards -1, -2 give negative advantages, where delta = 0.1 makes the trust
+    region bite; the gradient's norm (1.053) is clipped to 1. A flipped sign of the KL gradient k, of the projection
+    or of the correction, an untruncated weight or Retrace factor, Retrace without rho, or a Q loss on V instead of
     Q(x, a) each change the losses or the step."""
     from xagents.acer import ACER
 
@@ -235,7 +249,7 @@ def test_acer_losses_trust_region_and_step_by_hand():
                 'lr': 0.01, 'rmsprop_alpha': 0.99, 'rmsprop_epsilon': 1e-5}
     agent = ACER(create_envs('CartPole-v1'), model, n_steps=2, buffer_initial_size=1, ema_alpha=0.9, **settings)
     observations = np.eye(4, dtype=np.float32)[:3, None]  # x0, x1, x2: (T + 1, 1, 4)
-    actions = np.array([[0], [0]])
+    actions = np.array([[0], [1]])
     rewards, dones = np.array([[-1.0], [-2.0]], np.float32), np.zeros((2, 1), np.float32)
     behaviour = np.array([[[0.5, 0.5]], [[0.8, 0.2]]], np.float32)
     metrics = agent.train_step(observations, actions, rewards, dones, behaviour)
@@ -311,3 +325,20 @@ def test_sac_aims_at_the_papers_entropy_and_its_alpha_loss_pulls_towards_it(env_
     entropy = float(metrics['entropy'])
     np.testing.assert_allclose(float(metrics['alpha']), 2.0, rtol=1e-6)
     np.testing.assert_allclose(float(metrics['alpha_loss']), -math.log(2.0) * (target_entropy - entropy), rtol=1e-4)
+
+
+def test_sac_box_target_subtracts_alpha_times_the_next_log_probability():
+    """A policy of mean 0 and log std -20 acts a' = tanh(0 + e^-20 n) ~ 0 with log pi(a'|s') = -0.5 n^2 + 20
+    - 0.5 ln 2 pi (the tanh correction is 0 at u = 0): E[log pi] = 20 - 0.91893853 - 0.5 = 18.58106147.
+    Q1 = Q2 = s0, s = s' = 0, r = 0, discount 1 and alpha 0.1: each target is -0.1 log pi(a'|s') and its TD error
+    +0.1 log pi; over 512 samples their mean is 1.858 (about 0.003 from it: the standard error of 0.05 n^2), where
+    adding the entropy term instead would give -1.858."""
+    from xagents.sac import SAC
+
+    actor = linear(3, np.zeros((3, 2)), bias=[[0.0, -20.0]])
+    critic = linear(4, np.eye(4, 1), np.eye(4, 1))
+    agent = SAC(create_envs('Pendulum-v1'), actor, critic, alpha=0.1, buffer_initial_size=256, seed=0)
+    agent.target_critic.set_weights(agent.critic.get_weights())
+    zeros, ones = np.zeros((512, 3), np.float32), np.ones(512, np.float32)
+    _, td_errors = agent.train_step(zeros, np.zeros((512, 1), np.float32), 0 * ones, zeros, ones, ones)
+    np.testing.assert_allclose(float(np.mean(td_errors)), 0.1 * 18.58106147, atol=0.02)
