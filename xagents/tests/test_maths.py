@@ -1,7 +1,7 @@
 """Each agent's update maths through its real ``train_step``, on tiny networks with fixed weights, against values
-worked out by hand in the comments: PPO's clipped objective and how its loss combines its terms, A2C's loss, TRPO's
-natural-gradient step and line search, ACER's losses and average network, TD3's target smoothing, DDPG's targets
-and importance weights, and SAC's entropy aim.
+worked out by hand in the comments: PPO's clipped objective and how its loss combines its terms, A2C's loss and
+RMSProp step, TRPO's natural-gradient step and line search, ACER's losses, trust region and step, DDPG's targets,
+importance weights and L2, TD3's target smoothing, and SAC's entropy aim and soft target.
 
 Each case is chosen so that a plausible slip (a flipped sign, a swapped argument, a missing factor) changes a
 checked number: the comments say which.
@@ -34,8 +34,8 @@ def linear(inputs: int, *heads: np.ndarray, bias=None, activation=None) -> tf.ke
 # Logits (s0, s1), value s2. Four samples: logits (0, 0) -> pi = (1/2, 1/2); logits (ln 3, 0) -> pi = (3/4, 1/4).
 ON_POLICY_OBSERVATIONS = np.array([[0, 0, 1, 0], [0, 0, 0, 0], [LN3, 0, 2, 0], [LN3, 0, -1, 0]], np.float32)
 ON_POLICY_ACTIONS = np.array([0, 1, 1, 1])  # pi(a|s) = 1/2, 1/2, 1/4, 1/4
-VALUES = np.array([1.0, 0.0, 2.0, -1.0])
-RETURNS = np.array([2.0, 0.0, 2.0, 1.0], np.float32)  # R - V = 1, 0, 0, 2: value loss = (1 + 4) / 4 = 1.25
+# V = s2 = 1, 0, 2, -1 and these returns: R - V = 1, 0, 0, 2, value loss (1 + 4) / 4 = 1.25.
+RETURNS = np.array([2.0, 0.0, 2.0, 1.0], np.float32)
 # Entropy: ln 2 = 0.69314718 twice, -(3/4 ln 3/4 + 1/4 ln 1/4) = 0.56233514 twice: mean 0.62774116.
 ENTROPY = 0.62774116
 
@@ -87,7 +87,7 @@ def test_one_update_lowers_the_value_error_and_raises_the_entropy(agent_class):
     log_probs = np.log([0.5, 0.5, 0.25, 0.25]).astype(np.float32)
     moved = weights_moved(agent, lambda: agent.train_step(ON_POLICY_OBSERVATIONS, ON_POLICY_ACTIONS, log_probs,
                                                           np.zeros(4, np.float32), RETURNS))
-    policy_kernel, policy_bias, value_kernel, value_bias = moved
+    policy_kernel, _, value_kernel, value_bias = moved
     np.testing.assert_array_equal(np.sign(value_kernel[:, 0]), [1, 0, -1, 0])
     assert value_bias[0] > 0
     assert policy_kernel[0, 0] < 0 < policy_kernel[0, 1]
@@ -107,7 +107,6 @@ def test_a2c_loss_terms_by_hand():
     np.testing.assert_allclose(float(metrics['entropy']), ENTROPY, rtol=1e-6)
 
 
-
 def test_a2c_steps_rmsprop_on_value_loss_coef_times_the_value_loss():
     """With no entropy bonus, zero advantages and a clipping norm it does not reach, the value head's gradient is
     value_loss_coef * (-ln 3, 0, 1/2, 0) (see above; bias: 0.5 * -3/2) and TensorFlow 1's RMSProp, its mean squares
@@ -120,6 +119,7 @@ def test_a2c_steps_rmsprop_on_value_loss_coef_times_the_value_loss():
         np.testing.assert_allclose(change.ravel(), -0.01 * gradient / np.sqrt(0.99 + 0.01 * gradient ** 2 + 1e-5),
                                    rtol=1e-4, atol=1e-9)
     np.testing.assert_array_equal(moved[0], 0.0)  # (no advantage, no entropy bonus: the policy stays)
+
 
 # ------------------------------------------------------------------------------------- TRPO
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -190,8 +190,8 @@ def acer_update_by_hand(policy_kernel, q_kernel, observations, actions, rewards,
     """ACER's update (algorithm 2 of Wang et al. 2016, as Baselines computes it) of the linear model
     ``logits = x P``, ``Q = x K`` (biases 0) on one segment of one env, in float64: Retrace, the truncated
     importance-sampled gain with its bias correction, the trust region around the (still identical) average
-    policy, the gradients through the softmax, clipping at ``grad_norm`` and TensorFlow 1's RMSProp (mean squares start at
-    ones). Returns the metrics and the weights ``(P, p_bias, K, q_bias)`` after it."""
+    policy, the gradients through the softmax, clipping at ``grad_norm`` and TensorFlow 1's RMSProp (mean squares
+    start at ones). Returns the metrics and the weights ``(P, p_bias, K, q_bias)`` after it."""
     eps = 1e-6
     x = observations[:, 0].astype(np.float64)  # (T + 1, F)
     probs_all, q_all = softmax(x @ policy_kernel), x @ q_kernel
