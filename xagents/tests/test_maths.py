@@ -13,21 +13,10 @@ import pytest
 import tensorflow as tf
 
 from xagents import A2C, PPO
+from xagents.tests.test_off_policy import linear  # a Keras model of given kernels
 from xagents.utils.envs import create_envs
 
 LN3 = math.log(3.0)
-
-
-def linear(inputs: int, *heads: np.ndarray, bias=None, activation=None) -> tf.keras.Model:
-    """A Keras model whose heads are ``x @ kernel (+ bias)``, kernels given."""
-    x = tf.keras.Input((inputs,))
-    outputs = []
-    for i, kernel in enumerate(heads):
-        layer = tf.keras.layers.Dense(kernel.shape[1], activation=activation)
-        outputs.append(layer(x))
-        layer.set_weights([np.asarray(kernel, np.float32),
-                           np.zeros(kernel.shape[1], np.float32) if bias is None else np.asarray(bias[i], np.float32)])
-    return tf.keras.Model(x, outputs if len(outputs) > 1 else outputs[0])
 
 
 # ------------------------------------------------------------------------------ PPO and A2C
