@@ -158,6 +158,21 @@ def test_an_algorithm_page_shows_the_results_page_rows(agent):
         assert re.match(rf'\|\s*`?{agent}\b', row, re.I), f'{agent}.md shows another agent\'s row: {row}'
 
 
+def test_the_results_page_opens_with_figures_and_keeps_its_caveats_in_footnotes():
+    """A reader looks before reading: figures (beside Stable-Baselines3, beside RL Zoo's Atari curves) come before any
+    table, within the page's first words, and the long explanations are footnotes at its end."""
+    page = (DOCS / 'results.md').read_text().split('\n# Results\n', 1)[1]
+    opening = page.split('\n|', 1)[0]  # up to the first table
+    figures = re.findall(r'!\[[^]]*\]\((img/[^)]+)\)', opening)
+    assert {'img/versus-sb3.png', 'img/pong-ppo-seeds.png', 'img/breakout-ppo-10m.png'} <= set(figures), figures
+    before_figure = re.sub(r'\[\^[\w-]+\]', '', page.split('![', 1)[0])
+    assert len(before_figure.split()) <= 60, f'{len(before_figure.split())} words before the first figure'
+    for name in re.findall(r'\[\^([\w-]+)\](?!:)', page):
+        assert f'\n[^{name}]: ' in page, f'footnote {name} is not defined'
+    for figure in figures:
+        assert (DOCS / figure).is_file(), figure
+
+
 def can_i_use(agent: str) -> dict[str, list[bool]]:
     """An algorithm page's "Can I use?" tables: row name -> one yes/no per column."""
     section = (DOCS / 'algorithms' / f'{agent}.md').read_text().split('## Can I use?', 1)[1].split('\n## ', 1)[0]
