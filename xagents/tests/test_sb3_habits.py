@@ -316,3 +316,15 @@ def test_env_kwargs_flag_given_as_text_is_one_line(xagents_cli):
     status, _, err = xagents_cli('train', 'ppo', '--env', 'Pendulum-v1', '--env-kwargs', 'g=ten', '--max-steps', '10')
     assert status == 2 and err == ("xagents train ppo: error: Pendulum-v1 env_kwargs: expected g to be a number "
                                    "(default 10.0), got the text 'ten'\n")
+
+
+@pytest.mark.parametrize('name, pointer', [
+    ('policy', 'agent.models'), ('get_parameters', 'agent.models[role].get_weights()'),
+    ('set_parameters', 'set_weights(weights)'), ('set_random_seed', 'PPO(env, seed=0)'),
+    ('num_timesteps', 'agent.steps'), ('env', 'agent.envs'), ('save_replay_buffer', 'include_buffer=True'),
+    ('load_replay_buffer', 'include_buffer=True'), ('get_vec_normalize_env', 'normalize_observations=True'),
+])
+def test_stable_baselines3_attributes_answer_with_the_xagents_way(name, pointer):
+    with pytest.raises(AttributeError) as error:
+        getattr(agent(), name)
+    assert str(error.value).startswith(f"'PPO' object has no attribute {name!r}: ") and pointer in str(error.value)

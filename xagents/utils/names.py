@@ -76,6 +76,17 @@ SB3_METHODS: dict[str, str] = {
               'fit(target_reward=R) until the mean reward reaches R; both return the Run'),
     'get_env': 'the agent\'s envs are agent.envs (a Gymnasium vector env)',
     'set_env': 'an agent keeps the envs it was built on: Agent.load(directory, env=...) rebuilds it on others',
+    'env': "the agent's envs are agent.envs (a Gymnasium vector env)",
+    'policy': "the agent's Keras models are agent.models, by role ('model', or 'actor' and 'critic'...)",
+    'get_parameters': "the weights are each Keras model's: agent.models[role].get_weights(); agent.save(directory) "
+                      'keeps them with the optimizers',
+    'set_parameters': "agent.models[role].set_weights(weights), or Agent.load(directory) / --weights for a save",
+    'set_random_seed': 'the seed is given when the agent is built: PPO(env, seed=0), PPO.from_env(env_id, seed=0)',
+    'num_timesteps': 'env steps taken, over all fits, are agent.steps (run.steps in a callback)',
+    'save_replay_buffer': 'agent.save(directory, include_buffer=True) keeps the replay buffer with the agent',
+    'load_replay_buffer': 'Agent.load(directory) takes back a replay buffer saved with include_buffer=True',
+    'get_vec_normalize_env': 'observation statistics live in the agent (normalize_observations=True) and are '
+                             'saved with it: agent.running_statistics()',
 }
 
 
