@@ -221,7 +221,7 @@ class HerReplayBuffer(ReplayBuffer):
         name = spec.id if spec is not None else type(owner).__name__ if owner is not None else 'the goal env'
         where = f'{name} in compute_reward at env step {self.steps:,}'
         try:
-            rewards = self.compute_reward(achieved, desired, [{} for _ in range(n)])
+            rewards = self.compute_reward(achieved, desired, [{}] * n)  # (no per-sample loop)
         except Exception as error:
             raise EnvError(f'{where}: {type(error).__name__}: {error}') from error
         try:
