@@ -1,0 +1,51 @@
+"""What differs per Keras backend, and nothing else: compiling a stateful update, values and gradients, the
+Hessian- and Jacobian-vector products, and control flow that updates variables.
+
+The agents' maths is written once in ``keras.ops``; this package picks the module of the backend Keras runs on
+(``KERAS_BACKEND``, read when Keras is first imported: ``tensorflow``, the default, or ``jax``). Every module offers:
+
+- ``compiled(fn, variables)``: ``fn`` as one compiled call (``tf.function``; ``jax.jit`` with the variables'
+  values threaded through it). ``fn`` reads and assigns Keras variables as ordinary eager code does.
+- ``value_and_grad(loss, variables)``: ``((value, aux), gradients)`` of ``loss() -> (value, aux)``.
+- ``hvp(loss, variables, vector)``: the Hessian of ``loss()`` times a flat ``vector``.
+- ``vjp(fn, primal, cotangent)``: ``fn(primal)`` and the cotangent pulled back through it.
+- ``while_loop(cond, body, loop_vars)`` and ``cond(pred, true_fn, false_fn)``: as ``keras.ops``', where the
+  body or branches may assign variables.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+import keras
+
+BACKENDS = ('tensorflow', 'jax')
+NAME = keras.backend.backend()
+if NAME not in BACKENDS:
+    raise ImportError(f'xagents runs on the Keras backends {" and ".join(BACKENDS)}; KERAS_BACKEND is {NAME!r}')
+
+_module = importlib.import_module(f'xagents.backend.{NAME}_backend')
+compiled: Callable = _module.compiled
+value_and_grad: Callable = _module.value_and_grad
+hvp: Callable = _module.hvp
+vjp: Callable = _module.vjp
+while_loop: Callable = _module.while_loop
+cond: Callable = _module.cond
+
+
+def compiled_method(method: Callable = None, **options) -> Callable:
+    """Decorate an agent's method to run as one compiled call per agent, over the variables of
+    ``agent.graph_variables()`` (its models', optimizers' and random streams')."""
+    if method is None:
+        return lambda method: compiled_method(method, **options)
+    name = method.__name__
+
+    class Compiled:
+        def __get__(self, agent, owner=None):
+            if agent is None:
+                return method
+            bound = compiled(method.__get__(agent, owner), agent.graph_variables, **options)
+            agent.__dict__[name] = bound  # later lookups find it on the agent: built once
+            return bound
+
+    return Compiled()
