@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import tensorflow as tf
+import keras
+from keras import ops
 
+from xagents import backend
 from xagents.agent.on_policy import OnPolicy
 from xagents.utils.rmsprop import RMSpropTF1
 
@@ -24,7 +26,7 @@ class A2C(OnPolicy):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        model: str | tf.keras.Model | None = None,
+        model: str | keras.Model | None = None,
         *,
         n_steps: int = 5,
         lam: float = 1.0,
@@ -67,19 +69,23 @@ class A2C(OnPolicy):
                              global_clipnorm=grad_norm) if optimizer == 'rmsprop' else None
         self.optimizer = self.make_optimizer('model', rmsprop, global_clipnorm=grad_norm)
 
-    @tf.function(autograph=False)  # no tensor-dependent Python control flow: traced as written, faster
+    @backend.compiled_method
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
         # The whole rollout (a recurrent policy's sequences flattened, env-major).
         batch = self.minibatch_of(self.named_columns(observations, actions, log_probs, advantages, returns,
                                                      action_masks, sequences))
-        with tf.GradientTape() as tape:
+
+        def loss():
             params, values = self.policy_value(batch['observations'], sequences)
             new_log_probs, entropy = self.log_prob_entropy(params, batch['actions'], batch.get('action_masks'))
-            policy_loss = -tf.reduce_mean(new_log_probs * batch['advantages'])
-            value_loss = tf.reduce_mean((batch['returns'] - values[:, 0]) ** 2)
-            entropy = tf.reduce_mean(entropy)
-            loss = policy_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy
+            policy_loss = -ops.mean(new_log_probs * batch['advantages'])
+            value_loss = ops.mean((batch['returns'] - values[:, 0]) ** 2)
+            entropy = ops.mean(entropy)
+            metrics = {'policy_loss': policy_loss, 'value_loss': value_loss, 'entropy': entropy}
+            return policy_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy, metrics
+
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return {'policy_loss': policy_loss, 'value_loss': value_loss, 'entropy': entropy}
+        (_, metrics), gradients = backend.value_and_grad(loss, variables)
+        self.optimizer.apply(gradients, variables)
+        return metrics

@@ -16,6 +16,8 @@ from types import SimpleNamespace
 from typing import Sequence
 
 import gymnasium as gym
+import keras
+from keras import ops
 import numpy as np
 import numpy.typing as npt
 from gymnasium.wrappers.utils import RunningMeanStd
@@ -38,7 +40,6 @@ from xagents.utils.models import (PRECISIONS, Forward, Output, build_model, chec
                                   computing_in_float32, is_image_space)
 from xagents.utils.names import unknown_method, unknown_parameter
 from xagents.utils.presets import read_presets
-from xagents.utils.quiet_tensorflow import tf
 from xagents.utils.recurrence import Memory, given_memory, memory_kwargs
 from xagents.utils.spaces import agents_taking, check_action_space, one_line
 from xagents.utils.streams import ACTING, random_stream
@@ -125,15 +126,18 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         self.seed = seed
         self.run_defaults: dict = {}  # fit's settings for this agent where a call gives none (from_env's presets)
         if seed is not None:
-            tf.keras.utils.set_random_seed(seed)
+            keras.utils.set_random_seed(seed)
         self.rng = random_stream(seed, ACTING)
+        # Randomness inside compiled updates (minibatch orders, target noise, sampled actions), seeded by the
+        # agent's seed and saved with it: keras.random draws from it the same way on every backend.
+        self.graph_random = keras.random.SeedGenerator(seed)
         self.optimizer_settings = {'learning_rate': lr}  # Adam's, for make_optimizer's default
         self.lr_decay_steps = lr_decay_steps
         self.lr_factor = 1.0  # product of plateau reductions
         self.initial_learning_rates: dict[str, float] = {}
         self.history = History(None, self.identity())  # every finished episode, across runs (fit names its file)
-        self.models: dict[str, tf.keras.Model] = {}
-        self.optimizers: dict[str, tf.keras.optimizers.Optimizer] = {}
+        self.models: dict[str, keras.Model] = {}
+        self.optimizers: dict[str, keras.optimizers.Optimizer] = {}
         self.steps = 0  # env steps taken, over all runs: the clock of every schedule
         self.weights_loaded: list[str] = []
         self.written_save_dirs: set[str] = set()  # save_dirs of earlier fits (real paths): later fits go on there
@@ -236,7 +240,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         """Refuse ``settings`` whose storage for ``n_envs`` envs cannot fit in memory, before the envs are made (the
         families that store per env say how; the agent's construction checks again with the envs made)."""
 
-    def model_file(self, role: str, observation_space: gym.Space, given, variant: str = '') -> str | tf.keras.Model:
+    def model_file(self, role: str, observation_space: gym.Space, given, variant: str = '') -> str | keras.Model:
         """Resolve a model argument: a Keras model or cfg path as given, or the packaged default.
 
         The default is ``models/{ann,cnn}-<role><variant>.cfg`` beside the agent's module, else beside its
@@ -257,13 +261,13 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         raise ValueError(f'{type(self).__name__} ships no {name}: pass a model (a .cfg file or a Keras model)')
 
     def build(self, role: str, given, outputs: Sequence[Output], features: bool = False,
-              recurrent: str | None = None) -> tf.keras.Model:
+              recurrent: str | None = None) -> keras.Model:
         """Build (or accept) the model for ``role`` with the outputs the agent needs (and, with ``features``,
         the activations its first output's layer takes, last; with ``recurrent``, its memory: the packaged
         default is then ``{ann,cnn}-<role>-recurrent.cfg``)."""
         observation_space = self.envs.single_observation_space
         model = self.model_file(role, observation_space, given, '-recurrent' if recurrent else '')
-        if isinstance(model, tf.keras.Model):
+        if isinstance(model, keras.Model):
             if recurrent:
                 raise ValueError(f"{type(self).__name__}'s {role}: recurrent={recurrent!r} builds its memory from a "
                                  '.cfg model (a [recurrent-N] section), got a Keras model')
@@ -275,7 +279,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         self.models[role] = model
         return model
 
-    def check_keras_model(self, model: tf.keras.Model, role: str) -> None:
+    def check_keras_model(self, model: keras.Model, role: str) -> None:
         """Refuse a Keras model on Dict observations (models there take the packed vector a .cfg model splits), or
         one computing in float32 under ``precision='bf16'`` (see :func:`~xagents.utils.models.check_precision`)."""
         if self.dict_observations is not None:
@@ -283,11 +287,11 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                              f'layers given with input=KEY), got a Keras model')
         check_precision(model, self.precision, f"{type(self).__name__}'s {role}")
 
-    def make_optimizer(self, role: str, optimizer: tf.keras.optimizers.Optimizer | None = None,
-                       **overrides) -> tf.keras.optimizers.Optimizer:
+    def make_optimizer(self, role: str, optimizer: keras.optimizers.Optimizer | None = None,
+                       **overrides) -> keras.optimizers.Optimizer:
         """Register the optimizer of ``role``'s model (default: Adam with ``optimizer_settings``),
         built so that it can be restored and traced, and following the shared LR schedule."""
-        optimizer = optimizer or tf.keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
+        optimizer = optimizer or keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
         optimizer.build(self.models[role].trainable_variables)
         self.optimizers[role] = optimizer
         self.initial_learning_rates[role] = float(optimizer.learning_rate)
@@ -376,12 +380,22 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     def training_state(self) -> dict:
         """What changes while training besides weights and statistics, JSON-ready: random states and
         counters that decide the next update (saved by :meth:`save`)."""
-        return {'random_state': self.rng.bit_generator.state}
+        return {'random_state': self.rng.bit_generator.state,
+                'graph_random': keras.ops.convert_to_numpy(self.graph_random.state).tolist()}
 
     def restore_training_state(self, state: dict) -> None:
         self.rng.bit_generator.state = state['random_state']
+        if 'graph_random' in state:
+            self.graph_random.state.assign(np.asarray(state['graph_random'], 'int64'))
 
-    def acting(self, *models: tf.keras.Model) -> Forward:
+    def graph_variables(self) -> list:
+        """The Keras variables compiled updates read or assign (see :mod:`xagents.backend`): every model's and
+        optimizer's, and the graph random stream's state."""
+        return ([variable for model in self.models.values() for variable in model.variables]
+                + [variable for optimizer in self.optimizers.values() for variable in optimizer.variables]
+                + [self.graph_random.state])
+
+    def acting(self, *models: keras.Model) -> Forward:
         """The forward pass the agent acts with (see :class:`xagents.utils.models.Forward`), kept in
         step with the weights by :meth:`on_weights_changed`."""
         forward = Forward(*models)
@@ -446,10 +460,9 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             return (actions[0] if single else actions), None
         return (actions[0], memory.next_state[0]) if single else (actions, memory.next_state)
 
-    def policy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None,
-                     memory: tuple[tf.Tensor, tf.Tensor] | None = None):
+    def policy_graph(self, observations, action_masks=None, memory: tuple | None = None):
         """Deterministic env-ready actions for a batch of raw observations (a dict of tensors for Dict
-        observations; among the actions ``action_masks`` allows), in TensorFlow ops only (what :meth:`export`
+        observations; among the actions ``action_masks`` allows), in ``keras.ops`` only (what :meth:`export`
         writes): Dict packing, observation normalisation, the policy's mode, action scaling. A recurrent policy
         takes ``memory = (episode_starts (B,), states (B, S))`` and returns ``(actions, states)``."""
         observations = self.normalized_graph(self.encoded_graph(observations))
@@ -458,20 +471,20 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         actions, states = self.greedy_graph(observations, **mask_kwargs(action_masks), memory=memory)
         return self.env_actions_graph(actions), states
 
-    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+    def greedy_graph(self, observations):
         """The policy's deterministic actions (inside the agent: indices, or ``[-1, 1]`` / raw Box
         actions) for normalised observations, in graph ops."""
         raise NotImplementedError
 
-    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+    def env_actions_graph(self, actions):
         """:meth:`env_actions` in graph ops."""
         space = self.envs.single_action_space
         if isinstance(space, gym.spaces.Discrete):
-            return tf.cast(actions, tf.int64) + int(space.start)
+            return ops.cast(actions, 'int64') + int(space.start)
         if isinstance(space, gym.spaces.MultiDiscrete):
-            return tf.reshape(tf.cast(actions, tf.int64) + space.start.ravel().astype(np.int64), (-1, *space.shape))
+            return ops.reshape(ops.cast(actions, 'int64') + space.start.ravel().astype(np.int64), (-1, *space.shape))
         if isinstance(space, gym.spaces.MultiBinary):
-            return tf.reshape(tf.cast(actions, tf.int64), (-1, *space.shape))
+            return ops.reshape(ops.cast(actions, 'int64'), (-1, *space.shape))
         return actions
 
     @validated

@@ -5,7 +5,9 @@ from __future__ import annotations
 import inspect
 
 import gymnasium as gym
+import keras
 import numpy as np
+from keras import ops
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.agent.base import BaseAgent
@@ -14,7 +16,6 @@ from xagents.utils.distributions import DiagGaussian, StateDependentNoise, distr
 from xagents.utils.masks import masked_logits, masked_logits_np
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Output
-from xagents.utils.quiet_tensorflow import tf
 from xagents.utils.recurrence import Memory, check_kind, in_sequences
 from xagents.utils.returns import gae
 from xagents.utils.spaces import flat_actions
@@ -34,7 +35,7 @@ class OnPolicy(BaseAgent):
     """Agents that learn from the rollout they just collected (A2C, PPO, TRPO).
 
     Acting runs in NumPy on a copy of the weights when the model is a small MLP (a graph call
-    costs more than the whole forward pass), otherwise in one ``tf.function`` per vector step.
+    costs more than the whole forward pass), otherwise in one compiled call per vector step.
     Truncated episodes are bootstrapped: ``gamma * V(final observation)`` joins the last reward.
     Actions may be Discrete, Box, MultiDiscrete (independent categoricals, one per sub-space) or
     MultiBinary (independent Bernoullis, one per bit); see :func:`xagents.utils.distributions.distribution_for`.
@@ -117,7 +118,7 @@ class OnPolicy(BaseAgent):
         self.recurrent, self.sequence_length = recurrent, length
         return self.n_envs * self.n_steps // length
 
-    def build_actor_critic(self, model) -> tf.keras.Model:
+    def build_actor_critic(self, model) -> keras.Model:
         """Build the actor-critic model (with the memory :meth:`setup_recurrence` asked for) and, for Box actions,
         its learned ``log_std``."""
         model = self.with_log_std(self.build('model', model, self.policy_outputs(), features=self.use_sde,
@@ -134,13 +135,13 @@ class OnPolicy(BaseAgent):
             return None
         return Memory.zeros(batch, self.state_size)
 
-    def act_with(self, *models: tf.keras.Model) -> None:
+    def act_with(self, *models: keras.Model) -> None:
         """Act with ``models``, whose outputs are the distribution parameters then the value (one
         actor-critic model, or an actor and a critic)."""
         self.policy_and_value = self.acting(*models)
         self.on_weights_changed()
 
-    def with_log_std(self, policy: tf.keras.Model) -> tf.keras.Model:
+    def with_log_std(self, policy: keras.Model) -> keras.Model:
         """For Box actions, give ``policy`` a learned ``log_std`` (saved with it): state-independent ``(d,)``,
         or with gSDE the ``(features, d)`` log sigma of the noise matrix."""
         if isinstance(self.distribution, DiagGaussian) and not hasattr(policy, 'log_std'):
@@ -148,7 +149,7 @@ class OnPolicy(BaseAgent):
             if self.use_sde:  # (build checked the outputs: means, value, features, then a recurrent state)
                 shape = (policy.outputs[-2 if self.recurrent else -1].shape[-1], self.distribution.dim)
             policy.log_std = policy.add_weight(shape=shape, name='log_std',
-                                               initializer=tf.keras.initializers.Constant(self.log_std_init))
+                                               initializer=keras.initializers.Constant(self.log_std_init))
         return policy
 
     def on_weights_changed(self) -> None:
@@ -174,7 +175,7 @@ class OnPolicy(BaseAgent):
         after = Memory(self.memory.next_state, np.zeros(len(finals), bool))
         return self.forward(self.normalized(finals), after)[1]
 
-    def policy_value(self, observations: tf.Tensor, sequences: tuple | None = None) -> tuple:
+    def policy_value(self, observations, sequences: tuple | None = None) -> tuple:
         """Graph-mode :meth:`forward` of the actor-critic model; a recurrent one runs over ``sequences``,
         ``(episode_starts (B, T), states (B, S))`` of the ``B * T`` env-major ``observations``."""
         if sequences is None:
@@ -192,14 +193,14 @@ class OnPolicy(BaseAgent):
         return {name: column for name, column in columns.items() if column is not None}
 
     @staticmethod
-    def minibatch_of(columns: dict, indices: tf.Tensor | None = None) -> dict:
+    def minibatch_of(columns: dict, indices: object | None = None) -> dict:
         """Rows ``indices`` (default all) of an update's ``columns``: samples, or whole sequences of a recurrent
         policy (with ``sequences`` among the columns), their steps then flattened env-major as its model takes them."""
         if indices is not None:
-            columns = tf.nest.map_structure(lambda column: tf.gather(column, indices), columns)
+            columns = keras.tree.map_structure(lambda column: ops.take(column, indices, axis=0), columns)
         if 'sequences' not in columns:
             return columns
-        return {name: column if name == 'sequences' else tf.reshape(column, tf.concat([[-1], tf.shape(column)[2:]], 0))
+        return {name: column if name == 'sequences' else ops.reshape(column, (-1, *column.shape[2:]))
                 for name, column in columns.items()}
 
     def sample_actions(self, params, deterministic: bool = False, masks: np.ndarray | None = None):
@@ -216,7 +217,7 @@ class OnPolicy(BaseAgent):
             return self.distribution.sample_np(params, self.log_std_np, self.rng, deterministic)
         return self.distribution.sample_np(masked_logits_np(params, masks), self.rng, deterministic)
 
-    def log_prob_entropy(self, params, actions: tf.Tensor, masks: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    def log_prob_entropy(self, params, actions, masks: object | None = None) -> tuple:
         """Graph-mode log-probabilities of ``actions`` and entropies under ``params`` (within ``masks``)."""
         if isinstance(self.distribution, DiagGaussian):
             log_std = self.models[self.model_roles[0]].log_std  # the policy's
@@ -239,21 +240,21 @@ class OnPolicy(BaseAgent):
             return self.distribution.clip(actions)
         return super().env_actions(actions)
 
-    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None,
-                     memory: tuple[tf.Tensor, tf.Tensor] | None = None):
+    def greedy_graph(self, observations, action_masks: object | None = None,
+                     memory: tuple | None = None):
         policy = self.models[self.model_roles[0]]
         if memory is None:
-            params = tf.nest.flatten(policy(observations))[0]  # (the means with gSDE)
+            params = keras.tree.flatten(policy(observations))[0]  # (the means with gSDE)
             return self.distribution.mode(masked_logits(params, action_masks))  # (masks: Discrete actions only)
         starts, states = memory
-        outputs = policy([observations, tf.cast(starts, tf.float32)[:, None], states])
+        outputs = policy([observations, ops.cast(starts, 'float32')[:, None], states])
         return self.distribution.mode(masked_logits(outputs[0], action_masks)), outputs[-1]
 
-    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+    def env_actions_graph(self, actions):
         if isinstance(self.distribution, DiagGaussian):
             space = self.envs.single_action_space
-            clipped = tf.clip_by_value(actions, space.low.ravel(), space.high.ravel())
-            return tf.reshape(clipped, (-1, *space.shape))
+            clipped = ops.clip(actions, space.low.ravel(), space.high.ravel())
+            return ops.reshape(clipped, (-1, *space.shape))
         return super().env_actions_graph(actions)
 
     def collect(self) -> Rollout:
@@ -318,7 +319,7 @@ class OnPolicy(BaseAgent):
 
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
-        """One update (a ``tf.function`` in each agent) from a flattened rollout, or for a recurrent policy from
+        """One update (one compiled call in each agent) from a flattened rollout, or for a recurrent policy from
         ``(N, L, ...)`` sequences with ``sequences = (episode_starts (N, L), states (N, S))`` (see
         :meth:`minibatch_of`); ``action_masks`` ``(..., n)`` when the envs gave masks."""
         raise NotImplementedError

@@ -4,8 +4,10 @@ from __future__ import annotations
 import functools
 
 import gymnasium as gym
-import tensorflow as tf
+import keras
+from keras import ops
 
+from xagents import backend
 from xagents.agent.on_policy import OnPolicy
 from xagents.utils.optimization import minibatch_epochs, standardized
 
@@ -21,7 +23,7 @@ class PPO(OnPolicy):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        model: str | tf.keras.Model | None = None,
+        model: str | keras.Model | None = None,
         *,
         n_steps: int = 128,
         lam: float = 0.95,
@@ -80,38 +82,37 @@ class PPO(OnPolicy):
         if self.normalize_advantages:
             advantages = standardized(advantages)
         log_ratio = log_probs - old_log_probs
-        ratio = tf.exp(log_ratio)
-        clipped = tf.clip_by_value(ratio, 1 - self.clip_range, 1 + self.clip_range)
-        policy_loss = -tf.reduce_mean(tf.minimum(ratio * advantages, clipped * advantages))
-        value_loss = tf.reduce_mean((returns - values[:, 0]) ** 2)
-        entropy = tf.reduce_mean(entropy)
+        ratio = ops.exp(log_ratio)
+        clipped = ops.clip(ratio, 1 - self.clip_range, 1 + self.clip_range)
+        policy_loss = -ops.mean(ops.minimum(ratio * advantages, clipped * advantages))
+        value_loss = ops.mean((returns - values[:, 0]) ** 2)
+        entropy = ops.mean(entropy)
         loss = policy_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy
         # Schulman's low-variance estimator of KL(old || new): E[(r - 1) - log r].
-        approx_kl = tf.reduce_mean(ratio - 1 - log_ratio)
+        approx_kl = ops.mean(ratio - 1 - log_ratio)
         return loss, {'policy_loss': policy_loss, 'value_loss': value_loss, 'entropy': entropy,
                       'approx_kl': approx_kl}
 
-    def minibatch_update(self, columns: dict, indices: tf.Tensor) -> tuple[dict, tf.Tensor]:
+    def minibatch_update(self, columns: dict, indices) -> tuple[dict, object]:
         """One minibatch's gradient step; ``(metrics, stop)``, ``stop`` true where the KL early stop (target_kl)
         holds it back, and every minibatch after it."""
         variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
-            loss, metrics = self.minibatch_loss(**self.minibatch_of(columns, indices))
-        gradients = tape.gradient(loss, variables)
+        (_, metrics), gradients = backend.value_and_grad(
+            lambda: self.minibatch_loss(**self.minibatch_of(columns, indices)), variables)
 
         def apply():
-            self.optimizer.apply_gradients(zip(gradients, variables))
-            return tf.constant(False)
+            self.optimizer.apply(gradients, variables)
+            return ops.convert_to_tensor(False)
 
         if self.target_kl is None:
             return metrics, apply()
         stop = metrics['approx_kl'] > 1.5 * self.target_kl
-        return metrics, tf.cond(stop, lambda: tf.constant(True), apply)
+        return metrics, backend.cond(stop, lambda: ops.convert_to_tensor(True), apply)
 
-    @tf.function(autograph=False)  # no tensor-dependent Python control flow: traced as written, faster
+    @backend.compiled_method
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None,
                    sequences=None) -> dict:
         columns = self.named_columns(observations, actions, log_probs, advantages, returns, action_masks, sequences)
-        metrics = {name: tf.constant(0.0) for name in ('policy_loss', 'value_loss', 'entropy', 'approx_kl')}
+        metrics = {name: ops.convert_to_tensor(0.0) for name in ('policy_loss', 'value_loss', 'entropy', 'approx_kl')}
         return minibatch_epochs(self.ppo_epochs, self.minibatch_size * self.mini_batches, self.minibatch_size,
-                                functools.partial(self.minibatch_update, columns), metrics)
+                                functools.partial(self.minibatch_update, columns), metrics, self.graph_random)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import tensorflow as tf
+import keras
+from keras import ops
 
+from xagents import backend
 from xagents.agent.on_policy import OnPolicy
 from xagents.utils.distributions import DiagGaussian
 from xagents.utils.masks import masked_logits
@@ -34,8 +36,8 @@ class TRPO(OnPolicy):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        actor_model: str | tf.keras.Model | None = None,
-        critic_model: str | tf.keras.Model | None = None,
+        actor_model: str | keras.Model | None = None,
+        critic_model: str | keras.Model | None = None,
         *,
         n_steps: int = 512,
         lam: float = 0.95,
@@ -98,68 +100,70 @@ class TRPO(OnPolicy):
         already masked, the current ones masked by ``action_masks`` here)."""
         params = masked_logits(self.actor(observations), action_masks)
         log_probs, _ = self.log_prob_entropy(params, actions)
-        surrogate = tf.reduce_mean(tf.exp(log_probs - old_log_probs) * advantages)
+        surrogate = ops.mean(ops.exp(log_probs - old_log_probs) * advantages)
         if self.gaussian:
             kl = self.distribution.kl(old_params, old_log_std, params, self.actor.log_std)
         else:
             kl = self.distribution.kl(old_params, params)
-        return surrogate, tf.reduce_mean(kl)
+        return surrogate, ops.mean(kl)
 
-    @tf.function
+    @backend.compiled_method
     def train_step(self, observations, actions, log_probs, advantages, returns, action_masks=None) -> dict:
         if self.normalize_advantages:
             advantages = standardized(advantages)
         variables = self.actor.trainable_variables
         old_theta = flat_concat(variables)
         old_params = masked_logits(self.actor(observations), action_masks)
-        old_log_std = tf.identity(self.actor.log_std) if self.gaussian else None
+        old_log_std = ops.copy(self.actor.log_std) if self.gaussian else None
         old_log_probs, _ = self.log_prob_entropy(old_params, actions)
 
         def surrogate_and_kl():
             return self.surrogate_and_kl(observations, actions, old_params, old_log_std,
                                          old_log_probs, advantages, action_masks)
 
-        with tf.GradientTape() as tape:
-            surrogate, _ = surrogate_and_kl()
-        gradient = flat_concat(tape.gradient(surrogate, variables))
+        (surrogate, _), gradient = backend.value_and_grad(surrogate_and_kl, variables)
+        gradient = flat_concat(gradient)
 
         def fisher_vector_product(vector):
             # The Hessian of KL(old || theta) at theta = old is the Fisher information matrix.
-            with tf.GradientTape() as outer:
-                with tf.GradientTape() as inner:
-                    _, kl = surrogate_and_kl()
-                kl_gradient = flat_concat(inner.gradient(kl, variables))
-                gradient_dot_vector = tf.reduce_sum(kl_gradient * tf.stop_gradient(vector))
-            return flat_concat(outer.gradient(gradient_dot_vector, variables)) + self.cg_damping * vector
+            return backend.hvp(lambda: surrogate_and_kl()[1], variables, vector) + self.cg_damping * vector
 
         direction = conjugate_gradient(fisher_vector_product, gradient, self.cg_iterations,
                                        self.cg_residual_tolerance)
         # 0.5 s.F s (lambda^2) = max_kl: the largest step the quadratic KL model allows.
-        full_step = tf.sqrt(2 * self.max_kl / (tf.tensordot(direction, fisher_vector_product(direction), 1)
-                                               + 1e-12)) * direction
-        fraction, accepted = tf.constant(1.0), tf.constant(False)
-        kl, new_surrogate = tf.constant(0.0), surrogate
-        for _ in tf.range(self.line_search_steps):
+        full_step = ops.sqrt(2 * self.max_kl / (ops.sum(direction * fisher_vector_product(direction)) + 1e-12)
+                             ) * direction
+
+        def line_search(i, fraction, accepted, kl, new_surrogate):
+            """Try ``fraction`` of the full step; shrink it unless the KL holds and the surrogate improves."""
             assign_flat(variables, old_theta + fraction * full_step)
             new_surrogate, kl = surrogate_and_kl()
-            if kl <= self.max_kl and new_surrogate > surrogate:
-                accepted = tf.constant(True)
-                break
-            fraction = fraction * self.line_search_shrink
-        if not accepted:
-            assign_flat(variables, old_theta)
-            fraction, kl, new_surrogate = tf.constant(0.0), tf.constant(0.0), surrogate
+            accepted = ops.logical_and(kl <= self.max_kl, new_surrogate > surrogate)
+            return i + 1, ops.where(accepted, fraction, fraction * self.line_search_shrink), accepted, kl, new_surrogate
+
+        _, fraction, accepted, kl, new_surrogate = backend.while_loop(
+            lambda i, fraction, accepted, kl, new_surrogate: ops.logical_and(i < self.line_search_steps,
+                                                                               ops.logical_not(accepted)),
+            line_search, (ops.convert_to_tensor(0), ops.convert_to_tensor(1.0), ops.convert_to_tensor(False),
+                          ops.convert_to_tensor(0.0), surrogate))
+        # No fraction accepted: the policy stays where it was.
+        fraction, kl = ops.where(accepted, fraction, 0.0), ops.where(accepted, kl, 0.0)
+        new_surrogate = ops.where(accepted, new_surrogate, surrogate)
+        assign_flat(variables, old_theta + fraction * full_step)
 
         critic_variables = self.critic.trainable_variables
 
         def critic_minibatch(indices):
-            with tf.GradientTape() as tape:
-                values = self.critic(tf.gather(observations, indices))[:, 0]
-                value_loss = tf.reduce_mean((tf.gather(returns, indices) - values) ** 2)
-            self.critic_optimizer.apply_gradients(zip(tape.gradient(value_loss, critic_variables), critic_variables))
-            return {'value_loss': value_loss}, tf.constant(False)
+            def value_loss():
+                values = self.critic(ops.take(observations, indices, axis=0))[:, 0]
+                loss = ops.mean((ops.take(returns, indices, axis=0) - values) ** 2)
+                return loss, loss
+
+            (_, loss), gradients = backend.value_and_grad(value_loss, critic_variables)
+            self.critic_optimizer.apply(gradients, critic_variables)
+            return {'value_loss': loss}, ops.convert_to_tensor(False)
 
         critic = minibatch_epochs(self.critic_iterations, self.minibatch_size * self.mini_batches, self.minibatch_size,
-                                  critic_minibatch, {'value_loss': tf.constant(0.0)})
+                                  critic_minibatch, {'value_loss': ops.convert_to_tensor(0.0)}, self.graph_random)
         return {'surrogate_gain': new_surrogate - surrogate, 'kl': kl, 'step_fraction': fraction,
                 'value_loss': critic['value_loss']}

@@ -1,44 +1,50 @@
-"""Pure TensorFlow maths shared by trust-region agents: flat parameter vectors, conjugate
-gradient, the ACER trust-region projection and Retrace targets.
+"""Maths shared by several agents' updates, in ``keras.ops``: flat parameter vectors, conjugate gradient, the ACER
+trust-region projection, Retrace targets, advantage standardisation and epochs of shuffled minibatches.
 
-Every function works eagerly and inside a ``tf.function`` (the loops are ``tf.while_loop``s or
-unroll over a static length), so agents call them from their graph-mode ``train_step``.
+Every function works eagerly and inside a compiled update on every backend (the loops are ``while_loop``s or
+unroll over a static length), so agents call them from their ``train_step``.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import math
+from typing import Any, Callable, Sequence
 
-from xagents.utils.quiet_tensorflow import tf
+import keras
+from keras import ops
+
+from xagents import backend
+
+Tensor = Any  # a backend tensor
 
 
-def flat_concat(tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+def flat_concat(tensors: Sequence[Tensor]) -> Tensor:
     """Concatenate tensors (e.g. gradients of several variables) into one 1-D vector."""
-    return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], axis=0)
+    return ops.concatenate([ops.reshape(tensor, [-1]) for tensor in tensors], axis=0)
 
 
-def assign_flat(variables: Sequence[tf.Variable], vector: tf.Tensor) -> None:
+def assign_flat(variables: Sequence[keras.Variable], vector: Tensor) -> None:
     """Assign consecutive slices of the 1-D ``vector`` to ``variables``, in order.
 
     The inverse of ``flat_concat(variables)``: shapes come from the variables.
     """
     start = 0
     for variable in variables:
-        size = int(tf.size(variable))
-        variable.assign(tf.reshape(vector[start:start + size], variable.shape))
+        size = math.prod(variable.shape)
+        variable.assign(ops.reshape(vector[start:start + size], variable.shape))
         start += size
 
 
 def conjugate_gradient(
-    matrix_vector_product: Callable[[tf.Tensor], tf.Tensor],
-    b: tf.Tensor,
-    iterations: int | tf.Tensor,
-    residual_tolerance: float | tf.Tensor = 1e-10,
-) -> tf.Tensor:
+    matrix_vector_product: Callable[[Tensor], Tensor],
+    b: Tensor,
+    iterations: int | Tensor,
+    residual_tolerance: float | Tensor = 1e-10,
+) -> Tensor:
     """Solve ``A x = b`` for a symmetric positive-definite ``A`` given only ``v -> A v``.
 
     Conjugate gradient (Nocedal & Wright, Numerical Optimization, algorithm 5.2), started at
     ``x = 0``, as TRPO uses it on Fisher-vector products (Schulman et al. 2015, appendix C).
-    Runs as a ``tf.while_loop``, so it stays in the graph when called from a ``tf.function``.
+    Runs as a ``while_loop``, so it stays in the compiled update that calls it.
 
     Args:
         matrix_vector_product: ``v -> A v`` for 1-D ``v`` shaped like ``b``.
@@ -49,28 +55,26 @@ def conjugate_gradient(
     Returns:
         The approximate solution ``x``, shaped like ``b``.
     """
-    b = tf.convert_to_tensor(b)
-    tolerance = tf.cast(residual_tolerance, b.dtype)
+    b = ops.convert_to_tensor(b)
+    tolerance = ops.cast(residual_tolerance, b.dtype)
 
     def condition(i, x, r, p, r_dot_r):
-        return tf.logical_and(i < iterations, r_dot_r >= tolerance)
+        return ops.logical_and(i < iterations, r_dot_r >= tolerance)
 
     def body(i, x, r, p, r_dot_r):
         z = matrix_vector_product(p)
-        alpha = r_dot_r / tf.tensordot(p, z, 1)
+        alpha = r_dot_r / ops.sum(p * z)
         x = x + alpha * p
         r = r - alpha * z
-        new_r_dot_r = tf.tensordot(r, r, 1)
+        new_r_dot_r = ops.sum(r * r)
         p = r + (new_r_dot_r / r_dot_r) * p
         return i + 1, x, r, p, new_r_dot_r
 
-    _, x, *_ = tf.while_loop(
-        condition, body, (tf.constant(0), tf.zeros_like(b), b, b, tf.tensordot(b, b, 1))
-    )
+    _, x, *_ = ops.while_loop(condition, body, (ops.convert_to_tensor(0), ops.zeros_like(b), b, b, ops.sum(b * b)))
     return x
 
 
-def trust_region_projection(g: tf.Tensor, k: tf.Tensor, delta: float | tf.Tensor) -> tf.Tensor:
+def trust_region_projection(g: Tensor, k: Tensor, delta: float | Tensor) -> Tensor:
     """ACER's trust-region adjustment of a gradient, one row per sample (Wang et al. 2016, eq. 12).
 
     Solves ``min_z 0.5 |g - z|^2  s.t.  k . z <= delta`` in closed form:
@@ -84,21 +88,21 @@ def trust_region_projection(g: tf.Tensor, k: tf.Tensor, delta: float | tf.Tensor
     Returns:
         ``(B, n)`` adjusted gradients ``z`` with ``k . z <= delta`` for every row.
     """
-    k_dot_g = tf.reduce_sum(k * g, axis=-1, keepdims=True)
-    k_norm = tf.reduce_sum(k * k, axis=-1, keepdims=True)
-    scale = tf.maximum(0.0, (k_dot_g - delta) / tf.maximum(k_norm, 1e-12))
+    k_dot_g = ops.sum(k * g, axis=-1, keepdims=True)
+    k_norm = ops.sum(k * k, axis=-1, keepdims=True)
+    scale = ops.maximum(0.0, (k_dot_g - delta) / ops.maximum(k_norm, 1e-12))
     return g - scale * k
 
 
 def retrace_targets(
-    rewards: tf.Tensor,
-    dones: tf.Tensor,
-    q_taken: tf.Tensor,
-    values: tf.Tensor,
-    truncated_rhos: tf.Tensor,
-    last_values: tf.Tensor,
-    gamma: float | tf.Tensor,
-) -> tf.Tensor:
+    rewards: Tensor,
+    dones: Tensor,
+    q_taken: Tensor,
+    values: Tensor,
+    truncated_rhos: Tensor,
+    last_values: Tensor,
+    gamma: float | Tensor,
+) -> Tensor:
     """Retrace targets ``Q^ret`` for ``T`` consecutive steps of ``N`` envs (Munos et al. 2016).
 
     As ACER computes them (Wang et al. 2016, arXiv 1611.01224, eq. 5 and algorithm 2), backwards
@@ -121,36 +125,38 @@ def retrace_targets(
     Returns:
         ``(T, N)`` targets ``Q^ret_t``.
     """
-    target = tf.convert_to_tensor(last_values)
+    target = ops.convert_to_tensor(last_values)
     targets = []
     for t in reversed(range(rewards.shape[0])):  # T is static: unrolled in the graph
         target = rewards[t] + gamma * (1.0 - dones[t]) * target
         targets.append(target)
         target = truncated_rhos[t] * (target - q_taken[t]) + values[t]
-    return tf.stack(targets[::-1])
+    return ops.stack(targets[::-1])
 
 
-def standardized(values: tf.Tensor) -> tf.Tensor:
+def standardized(values: Tensor) -> Tensor:
     """``(values - mean) / std``, as PPO and TRPO normalise advantages."""
-    return (values - tf.reduce_mean(values)) / (tf.math.reduce_std(values) + 1e-8)
+    return (values - ops.mean(values)) / (ops.std(values) + 1e-8)
 
 
-def minibatch_epochs(epochs: int, batch_size: int, minibatch_size: int, step: Callable, metrics: dict) -> dict:
-    """In a graph: ``epochs`` passes over ``batch_size`` samples in shuffled minibatches.
+def minibatch_epochs(epochs: int, batch_size: int, minibatch_size: int, step: Callable, metrics: dict,
+                     seed: keras.random.SeedGenerator) -> dict:
+    """In a compiled update: ``epochs`` passes over ``batch_size`` samples in shuffled minibatches (orders drawn
+    from ``seed``; ``minibatch_size`` divides ``batch_size``).
 
-    ``step(indices)`` makes one minibatch's update and returns ``(metrics, stop)``; a true ``stop``
-    ends every pass there (PPO's KL early stop). Returns the last metrics (``metrics`` if none ran).
-    One ``tf.while_loop``, written out: it traces as is, with no autograph conversion.
+    ``step(indices)`` makes one minibatch's update and returns ``(metrics, stop)``; a true ``stop`` ends every pass
+    there (PPO's KL early stop). Returns the last metrics (``metrics`` if none ran). One ``while_loop``.
     """
-    per_epoch = -(-batch_size // minibatch_size)  # minibatches per pass (the last one may be short)
-    orders = tf.argsort(tf.random.uniform((epochs, batch_size)), axis=1)  # row e: the order of pass e
+    per_epoch = batch_size // minibatch_size  # minibatches per pass
+    assert per_epoch * minibatch_size == batch_size, (batch_size, minibatch_size)
+    orders = ops.argsort(keras.random.uniform((epochs, batch_size), seed=seed), axis=1)  # row e: pass e's order
 
     def body(i, stop, metrics):
-        start = i % per_epoch * minibatch_size
-        metrics, stop = step(orders[i // per_epoch, start:start + minibatch_size])
+        order = ops.take(orders, i // per_epoch, axis=0)
+        metrics, stop = step(ops.slice(order, (i % per_epoch * minibatch_size,), (minibatch_size,)))
         return i + 1, stop, metrics
 
     def more(i, stop, metrics):
-        return tf.logical_and(i < epochs * per_epoch, tf.logical_not(stop))
+        return ops.logical_and(i < epochs * per_epoch, ops.logical_not(stop))
 
-    return tf.while_loop(more, body, (tf.constant(0), tf.constant(False), metrics))[2]
+    return backend.while_loop(more, body, (ops.convert_to_tensor(0), ops.convert_to_tensor(False), metrics))[2]

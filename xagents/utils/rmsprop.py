@@ -1,10 +1,11 @@
 """RMSProp as TensorFlow 1 computes it, the optimizer of A2C's and ACER's papers and of OpenAI Baselines."""
 from __future__ import annotations
 
-from xagents.utils.quiet_tensorflow import tf
+import keras
+from keras import ops
 
 
-class RMSpropTF1(tf.keras.optimizers.Optimizer):
+class RMSpropTF1(keras.optimizers.Optimizer):
     """RMSProp with TensorFlow 1's ``RMSPropOptimizer`` arithmetic (momentum 0, not centered).
 
     Per variable, with gradient ``g`` (``training_ops.ApplyRMSProp``)::
@@ -18,7 +19,7 @@ class RMSpropTF1(tf.keras.optimizers.Optimizer):
     Stable-Baselines3's ``RMSpropTFLike`` (RL Zoo's Atari A2C) is this optimizer in PyTorch.
 
     The state (one ``mean_square`` per variable) is ordinary optimizer variables: checkpoints
-    save and restore it, and updates run inside ``tf.function`` and XLA. Keras' base-class options
+    save and restore it, and updates run inside compiled updates on every backend. Keras' base-class options
     (``global_clipnorm``...) apply as for any Keras optimizer.
     """
 
@@ -39,12 +40,12 @@ class RMSpropTF1(tf.keras.optimizers.Optimizer):
         super().build(variables)
         self._mean_squares = self.add_optimizer_variables(variables, 'mean_square', initializer='ones')
 
-    def update_step(self, gradient: tf.Tensor, variable: tf.Variable, learning_rate) -> None:
+    def update_step(self, gradient, variable: keras.Variable, learning_rate) -> None:
         mean_square = self._mean_squares[self._get_variable_index(variable)]
-        learning_rate = tf.cast(learning_rate, variable.dtype)
-        gradient = tf.cast(gradient, variable.dtype)
-        self.assign(mean_square, self.rho * mean_square + (1 - self.rho) * tf.square(gradient))
-        self.assign_sub(variable, learning_rate * gradient / tf.sqrt(mean_square + self.epsilon))
+        learning_rate = ops.cast(learning_rate, variable.dtype)
+        gradient = ops.cast(gradient, variable.dtype)
+        self.assign(mean_square, self.rho * mean_square + (1 - self.rho) * ops.square(gradient))
+        self.assign_sub(variable, learning_rate * gradient / ops.sqrt(mean_square + self.epsilon))
 
     def get_config(self) -> dict:
         return {**super().get_config(), 'rho': self.rho, 'epsilon': self.epsilon}
