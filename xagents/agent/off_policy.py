@@ -6,8 +6,11 @@ import functools
 from typing import Sequence
 
 import gymnasium as gym
+import keras
 import numpy as np
+from keras import ops
 
+from xagents import backend
 from xagents.agent.base import BaseAgent
 from xagents.utils.buffers import ReplayBuffer
 from xagents.utils.her import STRATEGIES, HerReplayBuffer, check_goal_space, goal_reward
@@ -17,7 +20,6 @@ from xagents.utils.masks import mask_kwargs as masked, random_valid
 from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model, check_model, is_image_space
 from xagents.utils.observations import DictObservations
-from xagents.utils.quiet_tensorflow import tf
 from xagents.utils.streams import REPLAY, random_stream
 
 
@@ -170,11 +172,9 @@ class OffPolicy(BaseAgent):
         check_fits(f'a replay buffer of {buffer_max_size:,} transitions', per_transition * buffer_max_size,
                    'lower --buffer-max-size')
         self.buffer = replay_buffer(buffer_max_size)
-        self.target_pairs: list[tuple[tf.keras.Model, tf.keras.Model]] = []
-        self.gradient_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name='gradient_updates')
-        # Noise inside updates comes from a seeded generator: XLA would reseed unseeded random ops.
-        self.graph_rng = (tf.random.Generator.from_non_deterministic_state() if self.seed is None
-                          else tf.random.Generator.from_seed(self.seed))
+        self.target_pairs: list[tuple[keras.Model, keras.Model]] = []
+        # int32: JAX computes without 64-bit integers by default.
+        self.gradient_updates = keras.Variable(0, dtype='int32', trainable=False, name='gradient_updates')
         self.episode_starts = np.ones(envs.num_envs, bool)
 
     def check_her(self, envs: gym.vector.VectorEnv, return_steps: int, prioritized: bool) -> None:
@@ -189,25 +189,27 @@ class OffPolicy(BaseAgent):
                              'ones; drop prioritized or her')
 
     def training_state(self) -> dict:
-        return {**super().training_state(), 'gradient_updates': int(self.gradient_updates.numpy()),
-                'graph_rng': [self.graph_rng.algorithm, self.graph_rng.state.numpy().tolist()]}
+        return {**super().training_state(), 'gradient_updates': int(self.gradient_updates.numpy())}
 
     def restore_training_state(self, state: dict) -> None:
         super().restore_training_state(state)
         self.gradient_updates.assign(state['gradient_updates'])
-        self.graph_rng.reset(tf.constant(state['graph_rng'][1], tf.int64))
+
+    def graph_variables(self) -> list:
+        """The base's, and the gradient step counter that schedules target (and TD3's actor) updates."""
+        return [*super().graph_variables(), self.gradient_updates]
 
     # ------------------------------------------------------------------- model helpers
-    def build_target(self, role: str, online: tf.keras.Model) -> tf.keras.Model:
+    def build_target(self, role: str, online: keras.Model) -> keras.Model:
         """A copy of ``online`` that follows it by Polyak averaging (saved under ``role``)."""
-        target = tf.keras.models.clone_model(online)
+        target = keras.models.clone_model(online)
         target.set_weights(online.get_weights())
         target.trainable = False
         self.models[role] = target
         self.target_pairs.append((target, online))
         return target
 
-    def build_critic(self, role: str, given, outputs: Sequence[Output]) -> tf.keras.Model:
+    def build_critic(self, role: str, given, outputs: Sequence[Output]) -> keras.Model:
         """Build (or accept) a Q-model: its input is the observation, with the action appended
         for Box action spaces (then observations are flattened, and must not be images)."""
         space = self.envs.single_observation_space
@@ -223,7 +225,7 @@ class OffPolicy(BaseAgent):
             size = int(np.prod(space.shape)) + int(np.prod(self.action_low.shape))
             space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         model = self.model_file(role, space, given)
-        if isinstance(model, tf.keras.Model):
+        if isinstance(model, keras.Model):
             self.check_keras_model(model, role)
             check_model(model, space, outputs, False, f"{type(self).__name__}'s {role}")
         else:
@@ -231,17 +233,17 @@ class OffPolicy(BaseAgent):
         self.models[role] = model
         return model
 
-    def q_values(self, model: tf.keras.Model, observations: tf.Tensor, actions: tf.Tensor | None = None):
+    def q_values(self, model: keras.Model, observations, actions=None):
         """Every head's Q-values: ``(heads, batch)`` of Box ``actions``, ``(heads, batch, n)`` without."""
         if actions is None:
-            return tf.stack(tf.nest.flatten(model(observations)))
-        return tf.stack(tf.nest.flatten(model(self.critic_inputs(observations, actions))))[..., 0]
+            return ops.stack(keras.tree.flatten(model(observations)))
+        return ops.stack(keras.tree.flatten(model(self.critic_inputs(observations, actions))))[..., 0]
 
     @staticmethod
-    def critic_inputs(observations: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+    def critic_inputs(observations, actions):
         """What a Q-model of Box actions takes: the observations, flattened, and the actions appended."""
-        flat = tf.reshape(tf.cast(observations, tf.float32), (tf.shape(observations)[0], -1))
-        return tf.concat([flat, actions], -1)
+        flat = ops.reshape(ops.cast(observations, 'float32'), (ops.shape(observations)[0], -1))
+        return ops.concatenate([flat, ops.cast(actions, 'float32')], -1)
 
     # ------------------------------------------------------------------------ acting
     def random_actions(self, action_masks: np.ndarray | None = None) -> np.ndarray:
@@ -261,12 +263,12 @@ class OffPolicy(BaseAgent):
         scaled = self.action_low + (np.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (self.action_high - self.action_low)
         return scaled.reshape((len(scaled),) + self.envs.single_action_space.shape)
 
-    def env_actions_graph(self, actions: tf.Tensor) -> tf.Tensor:
+    def env_actions_graph(self, actions):
         if self.discrete:
             return super().env_actions_graph(actions)
         low, high = self.action_low.astype(np.float32), self.action_high.astype(np.float32)
-        scaled = low + (tf.clip_by_value(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
-        return tf.reshape(scaled, (-1, *self.envs.single_action_space.shape))
+        scaled = low + (ops.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        return ops.reshape(scaled, (-1, *self.envs.single_action_space.shape))
 
     def explore(self, observations: np.ndarray) -> np.ndarray:
         """Training actions (agent space: indices, or ``[-1, 1]`` for Box) for a batch of observations."""
@@ -334,7 +336,7 @@ class OffPolicy(BaseAgent):
         masks = dict(zip(('action_masks', 'next_action_masks'), transition[6:]))
         self.buffer.add(*transition[:6], **masks, **kwargs)
 
-    def worker_models(self) -> list[tf.keras.Model]:
+    def worker_models(self) -> list[keras.Model]:
         # With prioritised replay a worker also estimates its transitions' TD errors: it needs every model.
         return list(self.models.values()) if self.prioritized else super().worker_models()
 
@@ -352,13 +354,14 @@ class OffPolicy(BaseAgent):
             'next_action_masks': np.reshape(transitions[7], (-1, transitions[7].shape[-1]))}
         values = self.compiled_estimates(self.normalized(flat[0]), flat[1].astype(self.buffer.action_space.dtype),
                                          self.normalized(flat[2]), **next_masks)
-        return values.numpy().reshape(2, *shape)
+        return ops.convert_to_numpy(values).reshape(2, *shape)
 
     @functools.cached_property
     def compiled_estimates(self):
-        """``(Q(s, a), V(s'))`` of a batch as one graph (see :meth:`estimates`)."""
-        return tf.function(lambda observations, actions, next_observations, **masks: tf.stack([
-            self.action_values(observations, actions)[0], self.next_values(next_observations, **masks)]))
+        """``(Q(s, a), V(s'))`` of a batch as one compiled call (see :meth:`estimates`)."""
+        return backend.compiled(lambda observations, actions, next_observations, **masks: ops.stack([
+            self.action_values(observations, actions)[0], self.next_values(next_observations, **masks)]),
+            self.graph_variables)
 
     def worker_settings(self) -> dict:
         size = self.envs.num_envs * (self.return_steps + 8)  # a small buffer: workers only act
@@ -378,47 +381,57 @@ class OffPolicy(BaseAgent):
             name: getattr(batch, name).reshape(shape + (-1,)) for name in ('action_masks', 'next_action_masks')}
         metrics, td_errors = self.compiled_train_steps(*arrays, **masks)
         if self.prioritized:
-            self.buffer.update_priorities(batch.indices, td_errors.numpy().ravel())
+            self.buffer.update_priorities(batch.indices, ops.convert_to_numpy(td_errors).ravel())
         self.on_weights_changed()
         return metrics
 
     @functools.cached_property
     def compiled_train_steps(self):
-        """:meth:`train_steps` as one graph, XLA-compiled as ``jit_compile`` says."""
+        """:meth:`train_steps` as one compiled call (on TensorFlow XLA-compiled as ``jit_compile`` says)."""
         jit_compile = self.jit_compile
         if jit_compile is None:
             cfg_models = [model for model in self.models.values() if hasattr(model, 'layer_graph')]
             jit_compile = bool(cfg_models) and all(map(NumpyForward.supports, cfg_models))
-        return tf.function(self.train_steps, jit_compile=jit_compile)
+        return backend.compiled(self.train_steps, self.graph_variables, jit_compile=jit_compile)
 
     def train_steps(self, observations, actions, rewards, next_observations, discounts, weights, **masks):
-        """Run ``train_step`` on each of the ``(gradient_steps, batch, ...)`` batches in the graph (with the
-        batches' ``action_masks`` and ``next_action_masks`` when the buffer holds masks).
+        """Run ``train_step`` on each of the ``(gradient_steps, batch, ...)`` batches in one loop of the compiled call
+        (with the batches' ``action_masks`` and ``next_action_masks`` when the buffer holds masks).
 
         Returns:
             The last step's metrics and the TD errors ``(gradient_steps, batch)`` (priorities).
         """
-        steps = observations.shape[0]  # static: one trace per number of gradient steps
-        metrics = {name: tf.constant(0.0) for name in self.metric_names}
-        td_errors = tf.TensorArray(tf.float32, size=steps)
-        for g in tf.range(steps):
-            step_metrics, errors = self.train_step(observations[g], actions[g], rewards[g],
-                                                   next_observations[g], discounts[g], weights[g],
-                                                   **{name: masks[name][g] for name in masks})
-            metrics = {name: tf.cast(step_metrics[name], tf.float32) for name in self.metric_names}
-            td_errors = td_errors.write(g, tf.cast(errors, tf.float32))
+        steps, batch_size = observations.shape[:2]  # static: one compilation per number of gradient steps
+        columns = (observations, actions, rewards, next_observations, discounts, weights, *masks.values())
+
+        def body(g, metrics, td_errors):
+            step = [ops.take(column, g, axis=0) for column in columns]
+            step_metrics, errors = self.train_step(*step[:6], **dict(zip(masks, step[6:])))
+            td_errors = ops.slice_update(td_errors, (g, 0), ops.cast(errors, 'float32')[None])
             self.gradient_updates.assign_add(1)
-            if self.gradient_updates % self.target_update_interval == 0:
-                for target, online in self.target_pairs:
-                    polyak_update(target.weights, online.weights, self.tau)
-        return metrics, td_errors.stack()
+            backend.cond(ops.equal(self.gradient_updates % self.target_update_interval, 0),
+                         self.move_targets, lambda: ops.zeros(()))
+            return g + 1, tuple(ops.cast(step_metrics[name], 'float32') for name in self.metric_names), td_errors
+
+        _, metrics, td_errors = backend.while_loop(
+            lambda g, *_: g < steps, body,
+            (ops.convert_to_tensor(0, 'int32'), tuple(ops.zeros(()) for _ in self.metric_names),
+             ops.zeros((steps, batch_size))))
+        return dict(zip(self.metric_names, metrics)), td_errors
+
+    def move_targets(self):
+        """Move every target network towards its online one by Polyak averaging (a zero, as :func:`backend.cond`'s
+        branches return alike)."""
+        for target, online in self.target_pairs:
+            polyak_update(target.weights, online.weights, self.tau)
+        return ops.zeros(())
 
     def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
-        """One gradient step on a batch (traced into :meth:`train_steps`).
+        """One gradient step on a batch (compiled into :meth:`train_steps`).
 
         Args:
             observations: ``(batch, *observation_shape)``.
-            actions: ``(batch,)`` int64 indices or ``(batch, action_dim)`` in ``[-1, 1]``.
+            actions: ``(batch,)`` integer indices or ``(batch, action_dim)`` in ``[-1, 1]``.
             rewards: ``(batch,)`` discounted sums of up to ``return_steps`` rewards.
             next_observations: ``(batch, *observation_shape)``.
             discounts: ``(batch,)`` ``gamma ** k``, 0 where the episode terminated.
@@ -438,7 +451,7 @@ class OffPolicy(BaseAgent):
         raise NotImplementedError
 
 
-def polyak_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable], tau: float) -> None:
+def polyak_update(targets: Sequence[keras.Variable], sources: Sequence[keras.Variable], tau: float) -> None:
     """``target <- (1 - tau) * target + tau * source`` for each pair; ``tau = 1`` copies."""
     for target, source in zip(targets, sources):
         target.assign(source if tau == 1 else target + tau * (source - target))

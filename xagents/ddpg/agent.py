@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from xagents import backend
 from xagents.agent.off_policy import OffPolicy
 from xagents.training.distributed import apex_exponent
 from xagents.ddpg.noise import (AdaptiveParamNoise, NormalActionNoise, OrnsteinUhlenbeckActionNoise,
@@ -37,8 +39,8 @@ class DDPG(OffPolicy):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        actor_model: str | tf.keras.Model | None = None,
-        critic_model: str | tf.keras.Model | None = None,
+        actor_model: str | keras.Model | None = None,
+        critic_model: str | keras.Model | None = None,
         *,
         lr: float = 1e-3,
         buffer_initial_size: int = 1000,
@@ -73,7 +75,7 @@ class DDPG(OffPolicy):
         self.actor = self.build('actor', actor_model, [Output('action', dim, 'tanh')])
         heads = [Output(f'q{i + 1}', 1) for i in range(self.n_critics)]
         self.critic = self.build_critic('critic', critic_model, heads)
-        self.q1 = tf.keras.Model(self.critic.inputs, tf.nest.flatten(self.critic.outputs)[0])
+        self.q1 = keras.Model(self.critic.inputs, keras.tree.flatten(self.critic.outputs)[0])
         self.target_actor = self.build_target('target_actor', self.actor)
         self.target_critic = self.build_target('target_critic', self.critic)
         self.actor_optimizer = self.make_optimizer('actor')
@@ -101,7 +103,7 @@ class DDPG(OffPolicy):
     def policy(self, observations: np.ndarray, deterministic: bool = True) -> np.ndarray:
         return self.actor_forward(observations)[0]
 
-    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+    def greedy_graph(self, observations):
         return self.actor(observations)
 
     def explore(self, observations: np.ndarray) -> np.ndarray:
@@ -131,28 +133,38 @@ class DDPG(OffPolicy):
         """``min_i Q_targ_i(s', a')`` with ``a' = mu_targ(s')``, smoothed by TD3."""
         next_actions = self.target_actor(next_observations)
         if self.policy_noise_coef > 0:  # TD3's target policy smoothing
-            noise = self.policy_noise_coef * self.graph_rng.normal(tf.shape(next_actions))
-            next_actions = tf.clip_by_value(
-                next_actions + tf.clip_by_value(noise, -self.noise_clip, self.noise_clip), -1.0, 1.0)
-        return tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
+            noise = self.policy_noise_coef * keras.random.normal(ops.shape(next_actions), seed=self.graph_random)
+            next_actions = ops.clip(next_actions + ops.clip(noise, -self.noise_clip, self.noise_clip), -1.0, 1.0)
+        return ops.min(self.q_values(self.target_critic, next_observations, next_actions), 0)
 
     def train_step(self, observations, actions, rewards, next_observations, discounts, weights):
-        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations))
+        targets = ops.stop_gradient(rewards + discounts * self.next_values(next_observations))
         critic_variables = self.critic.trainable_variables
-        with tf.GradientTape() as tape:
+
+        def critic_objective():
             td_errors = self.action_values(observations, actions) - targets
-            critic_loss = tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
+            loss = ops.sum(ops.mean(weights * td_errors ** 2, -1))
             if self.critic_l2 > 0:
-                critic_loss += self.critic_l2 * tf.add_n(
-                    [tf.reduce_sum(v ** 2) for v in critic_variables if len(v.shape) > 1])
-        self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
-                                                  critic_variables))
-        actor_loss = tf.constant(0.0)
-        if self.policy_delay == 1 or (self.gradient_updates + 1) % self.policy_delay == 0:
-            actor_variables = self.actor.trainable_variables
-            with tf.GradientTape() as tape:
-                actor_loss = -tf.reduce_mean(self.q1(self.critic_inputs(observations, self.actor(observations))))
-            self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables),
-                                                     actor_variables))
-        metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'q': tf.reduce_mean(targets)}
+                loss += self.critic_l2 * sum(ops.sum(ops.square(v)) for v in critic_variables if len(v.shape) > 1)
+            return loss, td_errors
+
+        (critic_loss, td_errors), gradients = backend.value_and_grad(critic_objective, critic_variables)
+        self.critic_optimizer.apply(gradients, critic_variables)
+        if self.policy_delay == 1:
+            actor_loss = self.actor_step(observations)
+        else:  # TD3: every policy_delay-th gradient step
+            actor_loss = backend.cond(ops.equal((self.gradient_updates + 1) % self.policy_delay, 0),
+                                      lambda: self.actor_step(observations), lambda: ops.zeros(()))
+        metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'q': ops.mean(targets)}
         return metrics, td_errors[0]
+
+    def actor_step(self, observations):
+        """One step of the actor on ``-E[Q_1(s, mu(s))]``; returns that loss."""
+        actor_variables = self.actor.trainable_variables
+
+        def actor_objective():
+            return -ops.mean(self.q1(self.critic_inputs(observations, self.actor(observations)))), ()
+
+        (loss, _), gradients = backend.value_and_grad(actor_objective, actor_variables)
+        self.actor_optimizer.apply(gradients, actor_variables)
+        return loss

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import gymnasium as gym
+import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from xagents import backend
 from xagents.agent.off_policy import OffPolicy
 from xagents.training.distributed import apex_exponent
 from xagents.utils.masks import masked_logits, masked_logits_np, random_valid
@@ -35,7 +37,7 @@ class DQN(OffPolicy):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        model: str | tf.keras.Model | None = None,
+        model: str | keras.Model | None = None,
         *,
         lr: float = 1e-4,
         buffer_max_size: int = 1_000_000,
@@ -111,8 +113,8 @@ class DQN(OffPolicy):
                action_masks: np.ndarray | None = None) -> np.ndarray:
         return masked_logits_np(self.q_values_np(observations), action_masks).argmax(-1)
 
-    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
-        return tf.argmax(masked_logits(self.q_values(self.model, observations), action_masks), -1)
+    def greedy_graph(self, observations, action_masks=None):
+        return ops.argmax(masked_logits(self.q_values(self.model, observations), action_masks), -1)
 
     def explore(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
         greedy = self.policy(observations, action_masks=action_masks)
@@ -121,38 +123,46 @@ class DQN(OffPolicy):
             return np.where(explore, random_valid(self.rng, action_masks), greedy)
         return np.where(explore, self.rng.integers(0, self.n_actions, len(greedy)), greedy)
 
-    def q_values(self, model: tf.keras.Model, observations: tf.Tensor) -> tf.Tensor:
+    def q_values(self, model: keras.Model, observations):
         """``(batch, n_actions)`` Q-values of ``model`` (combining dueling heads)."""
         if self.dueling:
             value, advantage = model(observations)
-            return value + advantage - tf.reduce_mean(advantage, -1, keepdims=True)
+            return value + advantage - ops.mean(advantage, -1, keepdims=True)
         return model(observations)
 
     def action_values(self, observations, actions):
-        return tf.gather(self.q_values(self.model, observations), actions, batch_dims=1)[None]
+        return taken(self.q_values(self.model, observations), actions)[None]
 
     def next_values(self, next_observations, next_action_masks=None):
         """``Q_targ(s', argmax_a' Q_pick(s', a'))``, the argmax over the actions ``next_action_masks`` allows."""
         next_q = self.q_values(self.target_model, next_observations)
         if self.double:
-            next_actions = tf.argmax(masked_logits(self.q_values(self.model, next_observations), next_action_masks), -1)
+            next_actions = ops.argmax(masked_logits(self.q_values(self.model, next_observations), next_action_masks), -1)
         else:
-            next_actions = tf.argmax(masked_logits(next_q, next_action_masks), -1)
-        return tf.gather(next_q, next_actions, batch_dims=1)
+            next_actions = ops.argmax(masked_logits(next_q, next_action_masks), -1)
+        return taken(next_q, next_actions)
 
     def train_step(self, observations, actions, rewards, next_observations, discounts, weights,
                    action_masks=None, next_action_masks=None):
-        targets = rewards + discounts * self.next_values(next_observations, next_action_masks)
-        variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
+        targets = ops.stop_gradient(rewards + discounts * self.next_values(next_observations, next_action_masks))
+
+        def td_loss():
             q = self.action_values(observations, actions)[0]
-            td_errors = q - tf.stop_gradient(targets)
-            loss = tf.reduce_mean(weights * huber(td_errors))
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return {'loss': loss, 'q': tf.reduce_mean(q)}, td_errors
+            td_errors = q - targets
+            return ops.mean(weights * huber(td_errors)), (q, td_errors)
+
+        variables = self.model.trainable_variables
+        (loss, (q, td_errors)), gradients = backend.value_and_grad(td_loss, variables)
+        self.optimizer.apply(gradients, variables)
+        return {'loss': loss, 'q': ops.mean(q)}, td_errors
 
 
-def huber(x: tf.Tensor, delta: float = 1.0) -> tf.Tensor:
+def taken(values, actions):
+    """``(batch,)`` the entries of ``(batch, n)`` ``values`` at ``(batch,)`` integer ``actions``."""
+    return ops.take_along_axis(values, ops.cast(actions, 'int32')[:, None], axis=-1)[:, 0]
+
+
+def huber(x, delta: float = 1.0):
     """Elementwise Huber loss: ``x**2 / 2`` within ``delta``, linear beyond."""
-    absolute = tf.abs(x)
-    return tf.where(absolute <= delta, 0.5 * tf.square(x), delta * (absolute - 0.5 * delta))
+    absolute = ops.abs(x)
+    return ops.where(absolute <= delta, 0.5 * ops.square(x), delta * (absolute - 0.5 * delta))

@@ -4,9 +4,11 @@ from __future__ import annotations
 import math
 
 import gymnasium as gym
+import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from xagents import backend
 from xagents.agent.off_policy import OffPolicy
 from xagents.utils.distributions import Categorical, StateDependentNoise
 from xagents.utils.masks import masked_logits, masked_logits_np
@@ -16,12 +18,12 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 and Spinning Up cl
 SDE_MEAN_BOUND = 2.0  # gSDE's means are clipped to [-2, 2] before tanh, as Stable-Baselines3 does
 
 
-class LogAlpha(tf.keras.Model):
+class LogAlpha(keras.Model):
     """The log of SAC's entropy weight, as a model so it is checkpointed and optimised like one."""
 
     def __init__(self, alpha: float) -> None:
         super().__init__(name='alpha')
-        self.log_alpha = self.add_weight(shape=(), initializer=tf.keras.initializers.Constant(math.log(alpha)),
+        self.log_alpha = self.add_weight(shape=(), initializer=keras.initializers.Constant(math.log(alpha)),
                                          name='log_alpha')
 
 
@@ -62,8 +64,8 @@ class SAC(OffPolicy):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        actor_model: str | tf.keras.Model | None = None,
-        critic_model: str | tf.keras.Model | None = None,
+        actor_model: str | keras.Model | None = None,
+        critic_model: str | keras.Model | None = None,
         *,
         lr: float = 3e-4,
         buffer_initial_size: int = 1000,
@@ -126,7 +128,7 @@ class SAC(OffPolicy):
         if use_sde:  # (build checked the outputs: means, then features)
             features = self.actor.outputs[-1].shape[-1]
             self.actor.sde_log_std = self.actor.add_weight(
-                shape=(features, action_dim), initializer=tf.keras.initializers.Constant(log_std_init),
+                shape=(features, action_dim), initializer=keras.initializers.Constant(log_std_init),
                 name='sde_log_std')
         self.sde = StateDependentNoise(sde_sample_freq, use_expln) if use_sde else None
         self.critic = self.build_critic('critic', critic_model, [Output('q1', q_units), Output('q2', q_units)])
@@ -161,20 +163,19 @@ class SAC(OffPolicy):
             return np.tanh(mean)
         return np.tanh(mean + self.sde.noise(features, self.actor.sde_log_std.numpy(), self.rng))
 
-    def greedy_graph(self, observations: tf.Tensor, action_masks: tf.Tensor | None = None) -> tf.Tensor:
+    def greedy_graph(self, observations, action_masks=None):
         outputs = self.actor(observations)
         if self.discrete:
-            return tf.argmax(masked_logits(outputs, action_masks), -1)
+            return ops.argmax(masked_logits(outputs, action_masks), -1)
         if self.use_sde:
-            return tf.tanh(tf.clip_by_value(outputs[0], -SDE_MEAN_BOUND, SDE_MEAN_BOUND))
-        return tf.tanh(tf.split(outputs, 2, axis=-1)[0])
+            return ops.tanh(ops.clip(outputs[0], -SDE_MEAN_BOUND, SDE_MEAN_BOUND))
+        return ops.tanh(ops.split(outputs, 2, axis=-1)[0])
 
     def explore(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
         return self.policy(observations, False, action_masks)
 
     # ---------------------------------------------------------------------- learning
-    def squashed_gaussian(self, observations: tf.Tensor, sde_noise: tf.Tensor | None = None
-                          ) -> tuple[tf.Tensor, tf.Tensor]:
+    def squashed_gaussian(self, observations, sde_noise=None) -> tuple:
         """Reparameterised actions ``tanh(u)`` in ``[-1, 1]`` and their log-probabilities ``(batch,)``.
 
         log pi(a|s) = log N(u; mean, std) - sum log(1 - tanh(u)^2), the second term written as
@@ -184,43 +185,44 @@ class SAC(OffPolicy):
         """
         if self.use_sde:
             mean, features = self.actor(observations)
-            mean = tf.clip_by_value(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
+            mean = ops.clip(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
             log_sigma = self.actor.sde_log_std
             log_std = StateDependentNoise.log_std(features, log_sigma, learn_features=True, expln=self.use_expln)
             sigma = StateDependentNoise.sigma(log_sigma, self.use_expln)
-            noise = tf.matmul(features, sigma * sde_noise) * tf.exp(-log_std)
+            noise = ops.matmul(features, sigma * sde_noise) * ops.exp(-log_std)
         else:
-            mean, log_std = tf.split(self.actor(observations), 2, axis=-1)
-            log_std = tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)
-            noise = self.graph_rng.normal(tf.shape(mean))
-        u = mean + tf.exp(log_std) * noise
-        log_prob = tf.reduce_sum(-0.5 * noise ** 2 - log_std - 0.5 * math.log(2 * math.pi), -1)
-        log_prob -= tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
-        return tf.tanh(u), log_prob
+            mean, log_std = ops.split(self.actor(observations), 2, axis=-1)
+            log_std = ops.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+            noise = keras.random.normal(ops.shape(mean), seed=self.graph_random)
+        u = mean + ops.exp(log_std) * noise
+        log_prob = ops.sum(-0.5 * noise ** 2 - log_std - 0.5 * math.log(2 * math.pi), -1)
+        log_prob -= ops.sum(2.0 * (math.log(2.0) - u - ops.softplus(-2.0 * u)), -1)
+        return ops.tanh(u), log_prob
 
-    def draw_sde_noise(self) -> tf.Tensor | None:
+    def draw_sde_noise(self):
         """A gSDE noise matrix of standard normals (None without gSDE): one per gradient step, as
         Stable-Baselines3 draws it."""
-        return self.graph_rng.normal(self.actor.sde_log_std.shape) if self.use_sde else None
+        return keras.random.normal(self.actor.sde_log_std.shape, seed=self.graph_random) if self.use_sde else None
 
     def action_values(self, observations, actions):
         if self.discrete:
-            return tf.reduce_sum(self.q_values(self.critic, observations) * tf.one_hot(actions, self.n_actions), -1)
+            one_hot = ops.one_hot(ops.cast(actions, 'int32'), self.n_actions)
+            return ops.sum(self.q_values(self.critic, observations) * one_hot, -1)
         return self.q_values(self.critic, observations, actions)
 
-    def next_values(self, next_observations, sde_noise: tf.Tensor | None = None, next_action_masks=None):
+    def next_values(self, next_observations, sde_noise=None, next_action_masks=None):
         """Soft values ``min_i Q_targ_i(s', a') - alpha log pi(a'|s')``: of one ``a' ~ pi(.|s')`` for Box
         actions (with gSDE, drawn with ``sde_noise``, or a matrix of its own), their expectation over
         ``pi(.|s')`` for discrete ones (over the actions ``next_action_masks`` allows)."""
-        alpha = tf.exp(self.log_alpha)
+        alpha = ops.exp(self.log_alpha)
         if self.discrete:
-            next_log_probs = tf.nn.log_softmax(masked_logits(self.actor(next_observations), next_action_masks))
-            next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations), 0)
+            next_log_probs = ops.log_softmax(masked_logits(self.actor(next_observations), next_action_masks))
+            next_q = ops.min(self.q_values(self.target_critic, next_observations), 0)
             return expectation(next_log_probs, next_q - alpha * next_log_probs, next_action_masks)
         if sde_noise is None:
             sde_noise = self.draw_sde_noise()
         next_actions, next_log_probs = self.squashed_gaussian(next_observations, sde_noise)
-        next_q = tf.reduce_min(self.q_values(self.target_critic, next_observations, next_actions), 0)
+        next_q = ops.min(self.q_values(self.target_critic, next_observations, next_actions), 0)
         return next_q - alpha * next_log_probs
 
     def train_step(self, observations, actions, rewards, next_observations, discounts, weights,
@@ -228,47 +230,54 @@ class SAC(OffPolicy):
         if self.discrete:
             return self.discrete_train_step(observations, actions, rewards, next_observations, discounts, weights,
                                             action_masks, next_action_masks)
-        alpha = tf.exp(self.log_alpha)
+        alpha = ops.exp(self.log_alpha)
         sde_noise = self.draw_sde_noise()  # the same matrix for the target's and the actor's actions
-        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations, sde_noise))
-        critic_variables = self.critic.trainable_variables
-        with tf.GradientTape() as tape:
-            td_errors = self.action_values(observations, actions) - targets
-            critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
-        self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
-                                                  critic_variables))
-        actor_variables = self.actor.trainable_variables
-        with tf.GradientTape() as tape:
+        targets = ops.stop_gradient(rewards + discounts * self.next_values(next_observations, sde_noise))
+        td_errors, critic_loss = self.critic_step(observations, actions, targets, weights)
+
+        def actor_objective():
             new_actions, log_probs = self.squashed_gaussian(observations, sde_noise)
-            q = tf.reduce_min(self.q_values(self.critic, observations, new_actions), 0)
-            actor_loss = tf.reduce_mean(alpha * log_probs - q)
-        self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables), actor_variables))
+            q = ops.min(self.q_values(self.critic, observations, new_actions), 0)
+            return ops.mean(alpha * log_probs - q), log_probs
+
+        actor_variables = self.actor.trainable_variables
+        (actor_loss, log_probs), gradients = backend.value_and_grad(actor_objective, actor_variables)
+        self.actor_optimizer.apply(gradients, actor_variables)
         alpha_loss = self.update_alpha(log_probs)
         metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'alpha_loss': alpha_loss,
-                   'alpha': alpha, 'entropy': -tf.reduce_mean(log_probs)}
+                   'alpha': alpha, 'entropy': -ops.mean(log_probs)}
         return metrics, td_errors[0]
+
+    def critic_step(self, observations, actions, targets, weights) -> tuple:
+        """One step of the twin critics on ``1/2 sum_i E[w (Q_i(s, a) - y)^2]``; ``(td_errors (2, batch), loss)``."""
+        def critic_objective():
+            td_errors = self.action_values(observations, actions) - targets
+            return 0.5 * ops.sum(ops.mean(weights * td_errors ** 2, -1)), td_errors
+
+        critic_variables = self.critic.trainable_variables
+        (critic_loss, td_errors), gradients = backend.value_and_grad(critic_objective, critic_variables)
+        self.critic_optimizer.apply(gradients, critic_variables)
+        return td_errors, critic_loss
 
     def discrete_train_step(self, observations, actions, rewards, next_observations, discounts, weights,
                             action_masks=None, next_action_masks=None):
         """The discrete-action update (Christodoulou 2019): exact expectations over (the allowed) actions."""
-        alpha = tf.exp(self.log_alpha)
-        targets = tf.stop_gradient(rewards + discounts * self.next_values(next_observations, None, next_action_masks))
-        critic_variables = self.critic.trainable_variables
-        with tf.GradientTape() as tape:
-            td_errors = self.action_values(observations, actions) - targets
-            critic_loss = 0.5 * tf.reduce_sum(tf.reduce_mean(weights * td_errors ** 2, -1))
-        self.critic_optimizer.apply_gradients(zip(tape.gradient(critic_loss, critic_variables),
-                                                  critic_variables))
-        q = tf.stop_gradient(tf.reduce_min(self.q_values(self.critic, observations), 0))
+        alpha = ops.exp(self.log_alpha)
+        targets = ops.stop_gradient(rewards + discounts * self.next_values(next_observations, None, next_action_masks))
+        td_errors, critic_loss = self.critic_step(observations, actions, targets, weights)
+        q = ops.stop_gradient(ops.min(self.q_values(self.critic, observations), 0))
+
+        def actor_objective():
+            log_probs = ops.log_softmax(masked_logits(self.actor(observations), action_masks))
+            return ops.mean(expectation(log_probs, alpha * log_probs - q, action_masks)), log_probs
+
         actor_variables = self.actor.trainable_variables
-        with tf.GradientTape() as tape:
-            log_probs = tf.nn.log_softmax(masked_logits(self.actor(observations), action_masks))
-            actor_loss = tf.reduce_mean(expectation(log_probs, alpha * log_probs - q, action_masks))
-        self.actor_optimizer.apply_gradients(zip(tape.gradient(actor_loss, actor_variables), actor_variables))
+        (actor_loss, log_probs), gradients = backend.value_and_grad(actor_objective, actor_variables)
+        self.actor_optimizer.apply(gradients, actor_variables)
         expected_log_probs = expectation(log_probs, log_probs, action_masks)
         alpha_loss = self.update_alpha(expected_log_probs, self.reachable_entropy(action_masks))
         metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'alpha_loss': alpha_loss,
-                   'alpha': alpha, 'entropy': -tf.reduce_mean(expected_log_probs)}
+                   'alpha': alpha, 'entropy': -ops.mean(expected_log_probs)}
         return metrics, td_errors[0]
 
     def reachable_entropy(self, action_masks=None):
@@ -277,24 +286,25 @@ class SAC(OffPolicy):
         raise alpha without end)."""
         if action_masks is None or self.n_actions < 2:
             return self.target_entropy
-        allowed = tf.reduce_sum(tf.cast(action_masks, tf.float32), -1)
-        return self.target_entropy * tf.math.log(allowed) / math.log(self.n_actions)
+        allowed = ops.sum(ops.cast(action_masks, 'float32'), -1)
+        return self.target_entropy * ops.log(allowed) / math.log(self.n_actions)
 
-    def update_alpha(self, log_probs: tf.Tensor, target_entropy=None) -> tf.Tensor:
+    def update_alpha(self, log_probs, target_entropy=None):
         """One step on ``-E[log alpha * (log pi + target_entropy)]`` (a no-op for a fixed alpha)."""
         if not self.auto_alpha:
-            return tf.constant(0.0)
+            return ops.zeros(())
         target_entropy = self.target_entropy if target_entropy is None else target_entropy
-        with tf.GradientTape() as tape:
-            alpha_loss = -tf.reduce_mean(self.log_alpha * tf.stop_gradient(log_probs + target_entropy))
-        self.alpha_optimizer.apply_gradients([(tape.gradient(alpha_loss, self.log_alpha), self.log_alpha)])
+        aim = ops.stop_gradient(log_probs + target_entropy)
+        (alpha_loss, _), gradients = backend.value_and_grad(lambda: (-ops.mean(self.log_alpha * aim), ()),
+                                                            [self.log_alpha])
+        self.alpha_optimizer.apply(gradients, [self.log_alpha])
         return alpha_loss
 
 
-def expectation(log_probs: tf.Tensor, values: tf.Tensor, action_masks=None) -> tf.Tensor:
+def expectation(log_probs, values, action_masks=None):
     """``sum_a pi(a) values(a)`` ``(batch,)`` of ``pi = exp(log_probs)``, over the actions ``action_masks`` allows
     (a masked action's ``pi`` is 0 and its ``values`` may be huge: left out rather than multiplied)."""
-    terms = tf.exp(log_probs) * values
+    terms = ops.exp(log_probs) * values
     if action_masks is not None:
-        terms = tf.where(tf.cast(action_masks, tf.bool), terms, tf.zeros_like(terms))
-    return tf.reduce_sum(terms, -1)
+        terms = ops.where(ops.cast(action_masks, 'bool'), terms, ops.zeros_like(terms))
+    return ops.sum(terms, -1)

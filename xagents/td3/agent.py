@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import gymnasium as gym
-import tensorflow as tf
+import keras
 
 from xagents.ddpg.agent import DDPG
 
@@ -22,8 +22,8 @@ class TD3(DDPG):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        actor_model: str | tf.keras.Model | None = None,
-        critic_model: str | tf.keras.Model | None = None,
+        actor_model: str | keras.Model | None = None,
+        critic_model: str | keras.Model | None = None,
         *,
         policy_delay: int = 2,
         policy_noise_coef: float = 0.2,
