@@ -4,9 +4,11 @@ from __future__ import annotations
 from typing import Sequence
 
 import gymnasium as gym
+import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
+from xagents import backend
 from xagents.agent.base import BaseAgent
 from xagents.utils.segments import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
@@ -51,7 +53,7 @@ class ACER(BaseAgent):
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
-        model: str | tf.keras.Model | None = None,
+        model: str | keras.Model | None = None,
         *,
         n_steps: int = 20,
         lr: float = 7e-4,
@@ -102,8 +104,8 @@ class ACER(BaseAgent):
         self.n_actions = int(envs.single_action_space.n)
         outputs = [Output('policy', self.n_actions), Output('q', self.n_actions)]
         self.model = self.build('model', model, outputs)
-        if isinstance(model, tf.keras.Model):
-            self.average = tf.keras.models.clone_model(model)
+        if isinstance(model, keras.Model):
+            self.average = keras.models.clone_model(model)
         else:
             space = envs.single_observation_space
             self.average = build_model(self.model_file('model', space, model), space, outputs, name='average',
@@ -139,9 +141,9 @@ class ACER(BaseAgent):
         probs = self.forward(self.normalized(observations))[0]
         return self.env_actions(probs.argmax(-1) if deterministic else self.sample_actions(probs))
 
-    def greedy_graph(self, observations: tf.Tensor) -> tf.Tensor:
+    def greedy_graph(self, observations):
         """The most probable action (the argmax of the policy logits), what ``act(deterministic=True)`` takes."""
-        return tf.argmax(self.model(observations)[0], -1)
+        return ops.argmax(self.model(observations)[0], -1)
 
     def sample_actions(self, probs: np.ndarray) -> np.ndarray:
         """One action per row of ``probs``, by inverting the cumulative distribution."""
@@ -177,72 +179,81 @@ class ACER(BaseAgent):
         self.on_weights_changed()
         return metrics
 
-    def losses(self, observations, actions, rewards, dones, behaviour_policies):
-        """ACER's terms for one segment; call under a tape to differentiate them.
+    def graph_variables(self) -> list:
+        """The shared variables and the average network's, which each update reads and moves."""
+        return [*super().graph_variables(), *self.average.variables]
 
-        Returns:
-            ``(objective, q_loss, probs, metrics)``: ``objective`` is the sum over samples of the
-            policy gain (truncated importance sampling + bias correction + entropy bonus), whose
-            gradient with respect to ``probs`` ``(T, N, n_actions)`` the trust region adjusts.
-        """
+    def segment_terms(self, observations, actions, rewards, dones, behaviour_policies) -> dict:
+        """The model's policy ``probs`` ``(T, N, n_actions)`` and Q loss on a segment, with the constants ACER's
+        policy gain weighs ``log pi`` by (importance weights, Retrace targets, Q advantages; gradients stopped)."""
         steps, envs = self.n_steps, self.n_envs
-        logits, q = self.model(tf.reshape(observations, (-1, *observations.shape[2:])))
-        probs_all = tf.reshape(tf.nn.softmax(logits), (steps + 1, envs, self.n_actions))
-        q_all = tf.reshape(q, (steps + 1, envs, self.n_actions))
-        values_all = tf.stop_gradient(tf.reduce_sum(probs_all * q_all, -1))
+        logits, q = self.model(ops.reshape(observations, (-1, *observations.shape[2:])))
+        probs_all = ops.reshape(ops.softmax(logits, -1), (steps + 1, envs, self.n_actions))
+        q_all = ops.reshape(q, (steps + 1, envs, self.n_actions))
+        values_all = ops.stop_gradient(ops.sum(probs_all * q_all, -1))
         probs, q, values = probs_all[:-1], q_all[:-1], values_all[:-1]
-        rhos = tf.stop_gradient(probs / (behaviour_policies + EPSILON))
-        rho_taken = tf.gather(rhos, actions, batch_dims=2)
-        q_taken = tf.gather(q, actions, batch_dims=2)
-        q_retrace = tf.stop_gradient(retrace_targets(
-            rewards, dones, tf.stop_gradient(q_taken), values, tf.minimum(1.0, rho_taken),
-            values_all[-1], self.gamma,
-        ))
-        log_probs = tf.math.log(probs + EPSILON)
-        # Truncated importance sampling of the taken action...
-        gain = tf.gather(log_probs, actions, batch_dims=2) * tf.stop_gradient(
-            tf.minimum(self.importance_c, rho_taken) * (q_retrace - values))
-        # ...and the bias correction: what truncation cut, in expectation over pi with Q's advantages.
-        correction = tf.reduce_sum(log_probs * tf.stop_gradient(
-            tf.nn.relu(1 - self.importance_c / (rhos + EPSILON)) * probs * (q - values[..., None])), -1)
-        entropy = -tf.reduce_sum(probs * log_probs, -1)
-        objective = tf.reduce_sum(gain + correction + self.entropy_coef * entropy)
-        q_loss = 0.5 * tf.reduce_mean((q_retrace - q_taken) ** 2)
-        metrics = {'policy_loss': -tf.reduce_mean(gain + correction), 'q_loss': q_loss,
-                   'entropy': tf.reduce_mean(entropy)}
-        return objective, q_loss, probs, metrics
+        actions = ops.cast(actions, 'int32')[..., None]
+        rhos = ops.stop_gradient(probs / (behaviour_policies + EPSILON))
+        rho_taken = ops.take_along_axis(rhos, actions, -1)[..., 0]
+        q_taken = ops.take_along_axis(q, actions, -1)[..., 0]
+        q_retrace = ops.stop_gradient(retrace_targets(
+            rewards, dones, ops.stop_gradient(q_taken), values, ops.minimum(1.0, rho_taken), values_all[-1],
+            self.gamma))
+        return {'probs': probs, 'actions': actions, 'q_loss': 0.5 * ops.mean((q_retrace - q_taken) ** 2),
+                # Truncated importance sampling of the taken action...
+                'gain_weights': ops.stop_gradient(ops.minimum(self.importance_c, rho_taken) * (q_retrace - values)),
+                # ...and the bias correction: what truncation cut, in expectation over pi with Q's advantages.
+                'correction_weights': ops.stop_gradient(
+                    ops.relu(1 - self.importance_c / (rhos + EPSILON)) * probs * (q - values[..., None]))}
 
-    @tf.function
+    def policy_objective(self, probs, terms: dict) -> tuple:
+        """``(objective, metrics)`` of ``probs`` ``(T, N, n_actions)`` under the constant weights of
+        :meth:`segment_terms`: the sum over samples of the policy gain (truncated importance sampling + bias
+        correction + entropy bonus), whose gradient with respect to ``probs`` the trust region adjusts."""
+        log_probs = ops.log(probs + EPSILON)
+        gain = ops.take_along_axis(log_probs, terms['actions'], -1)[..., 0] * terms['gain_weights']
+        correction = ops.sum(log_probs * terms['correction_weights'], -1)
+        entropy = -ops.sum(probs * log_probs, -1)
+        objective = ops.sum(gain + correction + self.entropy_coef * entropy)
+        return objective, {'policy_loss': -ops.mean(gain + correction), 'q_loss': terms['q_loss'],
+                           'entropy': ops.mean(entropy)}
+
+    def losses(self, observations, actions, rewards, dones, behaviour_policies) -> tuple:
+        """ACER's terms for one segment, differentiable through the model: ``(objective, q_loss, probs, metrics)``
+        (see :meth:`policy_objective`)."""
+        terms = self.segment_terms(observations, actions, rewards, dones, behaviour_policies)
+        objective, metrics = self.policy_objective(terms['probs'], terms)
+        return objective, terms['q_loss'], terms['probs'], metrics
+
+    @backend.compiled_method
     def train_step(self, observations, actions, rewards, dones, behaviour_policies) -> dict:
         """One update from a segment: ``observations`` ``(T + 1, N, ...)``, ``actions``,
         ``rewards``, ``dones`` ``(T, N)`` and ``behaviour_policies`` ``(T, N, n_actions)``."""
         batch = self.n_steps * self.n_envs
+        average_logits = self.average(ops.reshape(observations[:-1], (batch, *observations.shape[2:])))[0]
+        average_probs = ops.reshape(ops.softmax(average_logits, -1), (self.n_steps, self.n_envs, self.n_actions))
+
+        def loss():
+            terms = self.segment_terms(observations, actions, rewards, dones, behaviour_policies)
+            probs = terms['probs']
+            fixed_probs = ops.stop_gradient(probs)
+            _, metrics = self.policy_objective(fixed_probs, terms)
+            # g: the objective's gradient with respect to the policy's probabilities.
+            _, g = backend.vjp(lambda probs: self.policy_objective(probs, terms)[0], fixed_probs,
+                               ops.convert_to_tensor(1.0))
+            k = -average_probs / (fixed_probs + EPSILON)  # d KL(average || pi) / d pi
+            z = trust_region_projection(g, k, self.delta) if self.trust_region else g
+            metrics['linear_kl'] = ops.max(ops.sum(k * z, -1))
+            # The model's gradient: -z / batch pulled back through the probabilities, plus the Q loss's.
+            return (-ops.sum(ops.stop_gradient(z) * probs) / batch + self.value_loss_coef * terms['q_loss'],
+                    metrics)
+
         variables = self.model.trainable_variables
-        with tf.GradientTape(persistent=True) as tape:
-            objective, q_loss, probs, metrics = self.losses(observations, actions, rewards, dones,
-                                                            behaviour_policies)
-            q_loss = self.value_loss_coef * q_loss
-        g = tape.gradient(objective, probs)
-        average_logits = self.average(tf.reshape(observations[:-1], (batch, *observations.shape[2:])))[0]
-        average_probs = tf.reshape(tf.nn.softmax(average_logits), tf.shape(probs))
-        # d KL(average || pi) / d pi = -average / pi.
-        k = -average_probs / (probs + EPSILON)
-        z = trust_region_projection(g, k, self.delta) if self.trust_region else g
-        policy_gradients = tape.gradient(probs, variables, output_gradients=-z / batch)
-        q_gradients = tape.gradient(q_loss, variables)
-        del tape
-        gradients = [_add(a, b) for a, b in zip(policy_gradients, q_gradients)]
-        gradients, norm = tf.clip_by_global_norm(gradients, self.grad_norm)
-        self.optimizer.apply_gradients(zip(gradients, variables))
+        (_, metrics), gradients = backend.value_and_grad(loss, variables)
+        norm = ops.sqrt(sum(ops.sum(ops.square(gradient)) for gradient in gradients))
+        # As tf.clip_by_global_norm: every gradient scaled by grad_norm / max(norm, grad_norm).
+        scale = self.grad_norm / ops.maximum(norm, self.grad_norm)
+        self.optimizer.apply([gradient * scale for gradient in gradients], variables)
         for average, weight in zip(self.average.weights, self.model.weights):
             average.assign(self.ema_alpha * average + (1 - self.ema_alpha) * weight)
-        metrics.update(gradient_norm=norm,
-                       linear_kl=tf.reduce_max(tf.reduce_sum(k * z, -1)))
-        return metrics
-
-
-def _add(a: tf.Tensor | None, b: tf.Tensor | None) -> tf.Tensor:
-    """Sum of two gradients of one variable, either of which may be None (unconnected)."""
-    if a is None:
-        return b
-    return a if b is None else a + b
+        return {**metrics, 'gradient_norm': norm}
