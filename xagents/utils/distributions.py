@@ -1,6 +1,7 @@
-"""Action distributions: sampling in NumPy for acting, log-prob/entropy/KL in TensorFlow for updates.
+"""Action distributions: sampling in NumPy for acting, log-prob/entropy/KL in ``keras.ops`` for updates.
 
-TensorFlow Probability does not support Keras 3, and each of these is a few lines.
+The graph methods run on any Keras backend (TensorFlow, JAX), eagerly or compiled; TensorFlow Probability
+does not support Keras 3, and each of these is a few lines. Arrays are the backend's tensors (``Tensor``).
 A categorical distribution is parameterised by logits ``(B, n)``; a diagonal Gaussian by a
 mean ``(B, d)`` and a ``log_std``: state-independent ``(d,)``, or per sample ``(B, d)`` with
 state-dependent exploration (:class:`StateDependentNoise`).
@@ -11,8 +12,9 @@ import math
 
 import gymnasium as gym
 import numpy as np
-from xagents.utils.multi_distributions import MultiBernoulli, MultiCategorical
-from xagents.utils.quiet_tensorflow import tf
+from keras import ops
+
+from xagents.utils.multi_distributions import MultiBernoulli, MultiCategorical, Tensor, argmax
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -37,22 +39,23 @@ class Categorical:
         log_probs = shifted[np.arange(len(actions)), actions] - log_norm
         return actions, log_probs.astype(np.float32)
 
-    def log_prob(self, logits: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
-        log_probs = tf.nn.log_softmax(logits)
-        return tf.gather(log_probs, tf.cast(actions, tf.int32), batch_dims=1)
+    def log_prob(self, logits: Tensor, actions: Tensor) -> Tensor:
+        """``(B,)`` log-probabilities of ``(B,)`` actions under ``(B, n)`` logits."""
+        log_probs = ops.log_softmax(logits)
+        return ops.take_along_axis(log_probs, ops.cast(actions, 'int32')[..., None], axis=-1)[..., 0]
 
-    def entropy(self, logits: tf.Tensor) -> tf.Tensor:
-        log_probs = tf.nn.log_softmax(logits)
-        return -tf.reduce_sum(tf.exp(log_probs) * log_probs, -1)
+    def entropy(self, logits: Tensor) -> Tensor:
+        log_probs = ops.log_softmax(logits)
+        return -ops.sum(ops.exp(log_probs) * log_probs, -1)
 
-    def kl(self, old_logits: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    def kl(self, old_logits: Tensor, logits: Tensor) -> Tensor:
         """KL(old || new) per sample."""
-        old_log_probs = tf.nn.log_softmax(old_logits)
-        return tf.reduce_sum(tf.exp(old_log_probs) * (old_log_probs - tf.nn.log_softmax(logits)), -1)
+        old_log_probs = ops.log_softmax(old_logits)
+        return ops.sum(ops.exp(old_log_probs) * (old_log_probs - ops.log_softmax(logits)), -1)
 
-    def mode(self, logits: tf.Tensor) -> tf.Tensor:
-        """The most likely action (graph mode)."""
-        return tf.argmax(logits, -1)
+    def mode(self, logits: Tensor) -> Tensor:
+        """The most likely action ``(B,)`` (graph mode)."""
+        return argmax(logits)
 
 
 class DiagGaussian:
@@ -81,21 +84,22 @@ class DiagGaussian:
         log_probs = -0.5 * (noise**2).sum(-1) - log_std.sum(-1) - 0.5 * self.dim * LOG_2PI
         return actions.astype(np.float32), log_probs.astype(np.float32)
 
-    def log_prob(self, mean: tf.Tensor, log_std: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
-        z = (actions - mean) * tf.exp(-log_std)
-        return -0.5 * tf.reduce_sum(z**2, -1) - tf.reduce_sum(log_std, -1) - 0.5 * self.dim * LOG_2PI
+    def log_prob(self, mean: Tensor, log_std: Tensor, actions: Tensor) -> Tensor:
+        """``(B,)`` log-densities of ``(B, d)`` actions; ``log_std`` ``(d,)`` or ``(B, d)``."""
+        z = (actions - mean) * ops.exp(-log_std)
+        return -0.5 * ops.sum(z**2, -1) - ops.sum(log_std, -1) - 0.5 * self.dim * LOG_2PI
 
-    def entropy(self, mean: tf.Tensor, log_std: tf.Tensor) -> tf.Tensor:
-        per_sample = tf.reduce_sum(log_std + tf.zeros_like(mean), -1)  # (d,) or (B, d) log_std
+    def entropy(self, mean: Tensor, log_std: Tensor) -> Tensor:
+        per_sample = ops.sum(log_std + ops.zeros_like(mean), -1)  # (d,) or (B, d) log_std
         return per_sample + 0.5 * self.dim * (1 + LOG_2PI)
 
-    def kl(self, old_mean, old_log_std, mean, log_std) -> tf.Tensor:
+    def kl(self, old_mean: Tensor, old_log_std: Tensor, mean: Tensor, log_std: Tensor) -> Tensor:
         """KL(old || new) per sample."""
-        old_var, var = tf.exp(2 * old_log_std), tf.exp(2 * log_std)
+        old_var, var = ops.exp(2 * old_log_std), ops.exp(2 * log_std)
         terms = log_std - old_log_std + (old_var + (old_mean - mean) ** 2) / (2 * var) - 0.5
-        return tf.reduce_sum(terms, -1)
+        return ops.sum(terms, -1)
 
-    def mode(self, mean: tf.Tensor) -> tf.Tensor:
+    def mode(self, mean: Tensor) -> Tensor:
         """The most likely action: the mean (graph mode)."""
         return mean
 
@@ -128,13 +132,13 @@ class StateDependentNoise:
         self.steps_held = 0
 
     @classmethod
-    def sigma(cls, log_sigma: tf.Tensor, expln: bool = False) -> tf.Tensor:
+    def sigma(cls, log_sigma: Tensor, expln: bool = False) -> Tensor:
         """``sigma`` from its learned log (graph mode): ``exp``, or with ``expln`` (Stable-Baselines3's
         ``use_expln``) ``exp`` up to 0 and ``log1p(log sigma) + 1`` above, so that sigma grows slowly past 1."""
         if not expln:
-            return tf.exp(log_sigma)
-        return tf.where(log_sigma <= 0, tf.exp(tf.minimum(log_sigma, 0.0)),
-                        tf.math.log1p(tf.maximum(log_sigma, 0.0) + cls.EPSILON) + 1.0)
+            return ops.exp(log_sigma)
+        return ops.where(log_sigma <= 0, ops.exp(ops.minimum(log_sigma, 0.0)),
+                         ops.log1p(ops.maximum(log_sigma, 0.0) + cls.EPSILON) + 1.0)
 
     @classmethod
     def sigma_np(cls, log_sigma: np.ndarray, expln: bool = False) -> np.ndarray:
@@ -144,14 +148,14 @@ class StateDependentNoise:
                         np.log1p(np.maximum(log_sigma, 0.0) + cls.EPSILON) + 1.0).astype(log_sigma.dtype)
 
     @classmethod
-    def log_std(cls, features: tf.Tensor, log_sigma: tf.Tensor, learn_features: bool = False,
-                expln: bool = False) -> tf.Tensor:
+    def log_std(cls, features: Tensor, log_sigma: Tensor, learn_features: bool = False,
+                expln: bool = False) -> Tensor:
         """Per-sample ``log std`` ``(B, d)`` of the actions (graph mode). The features get gradients only
         with ``learn_features`` (Stable-Baselines3's SAC learns them, its PPO and A2C do not)."""
-        features = tf.cast(features, tf.float32)
+        features = ops.cast(features, 'float32')
         if not learn_features:
-            features = tf.stop_gradient(features)
-        return 0.5 * tf.math.log(tf.matmul(features ** 2, cls.sigma(log_sigma, expln) ** 2) + cls.EPSILON)
+            features = ops.stop_gradient(features)
+        return 0.5 * ops.log(ops.matmul(features ** 2, cls.sigma(log_sigma, expln) ** 2) + cls.EPSILON)
 
     @classmethod
     def log_std_np(cls, features: np.ndarray, log_sigma: np.ndarray) -> np.ndarray:

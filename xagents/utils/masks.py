@@ -274,12 +274,13 @@ def masked_logits_np(logits: np.ndarray, masks: np.ndarray | None) -> np.ndarray
 def masked_logits(logits, masks):
     """``logits`` with those of masked actions set to a large negative number (SB3-contrib's -1e8): their
     probabilities are 0 and the softmax, log-probabilities, entropies and KLs are those of the distribution
-    renormalised over the allowed actions. ``masks`` None leaves ``logits`` as they are."""
+    renormalised over the allowed actions. ``masks`` None leaves ``logits`` as they are. In ``keras.ops`` (any
+    backend, graph mode), imported here: the rest of this module takes no Keras."""
     if masks is None:
         return logits
-    from xagents.utils.quiet_tensorflow import tf
+    from keras import ops
 
-    return tf.where(tf.cast(masks, tf.bool), logits, tf.constant(MASKED_LOGIT, logits.dtype))
+    return ops.where(ops.cast(masks, 'bool'), logits, ops.convert_to_tensor(MASKED_LOGIT, logits.dtype))
 
 
 def random_valid(rng: np.random.Generator, masks: np.ndarray, segments: np.ndarray | None = None) -> np.ndarray:
