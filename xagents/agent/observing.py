@@ -3,14 +3,18 @@ vector its models and buffers see (:mod:`xagents.utils.observations`), and the r
 observations (per element, so per key of a Dict; images and one-hot codes are never scaled)."""
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
+from keras import ops
 
 from xagents.utils.envs import one_hot_size
 from xagents.utils.models import is_image_space
 from xagents.utils.observations import NUMBERS, DictObservations, ObservationError, check_observation_space
-from xagents.utils.quiet_tensorflow import tf
+
+Tensor = Any  # a tensor of the Keras backend, or what converts to one
 
 
 class Observing:
@@ -72,24 +76,24 @@ class Observing:
                                           else observations[:, self.normalized_mask])
         return self.normalized(observations)
 
-    def normalized_graph(self, observations: tf.Tensor) -> tf.Tensor:
-        """:meth:`normalized` in graph ops, with the statistics of now as constants."""
+    def normalized_graph(self, observations: Tensor) -> Tensor:
+        """:meth:`normalized` in graph ops (``keras.ops``, any backend), with the statistics of now as constants."""
         stats = self.observation_stats
         if stats is None:
             return observations
         mean, std = stats.mean.astype(np.float32), np.sqrt(stats.var + 1e-8).astype(np.float32)
-        observations = tf.cast(observations, tf.float32)
+        observations = ops.cast(observations, 'float32')
         mask = self.normalized_mask
         if mask is not None:  # scatter the statistics over the packed vector; other entries pass through
             full_mean, full_std = np.zeros(mask.shape, np.float32), np.ones(mask.shape, np.float32)
             full_mean[mask], full_std[mask] = mean, std
-            scaled = tf.clip_by_value((observations - full_mean) / full_std, -self.observation_clip,
-                                      self.observation_clip)
-            return tf.where(mask, scaled, observations)
-        return tf.clip_by_value((observations - mean) / std, -self.observation_clip, self.observation_clip)
+            scaled = ops.clip((observations - full_mean) / full_std, -self.observation_clip, self.observation_clip)
+            return ops.where(mask, scaled, observations)
+        return ops.clip((observations - mean) / std, -self.observation_clip, self.observation_clip)
 
-    def encoded_graph(self, observations) -> tf.Tensor:
-        """:meth:`encoded` in graph ops, for exports: a dict of tensors (one per key) packed into one."""
+    def encoded_graph(self, observations: Tensor | Mapping[str, Tensor]) -> Tensor:
+        """:meth:`encoded` in graph ops (``keras.ops``, any backend), for exports: a dict of tensors (one per key)
+        packed into one ``(B, size)`` float32 tensor, Discrete keys one-hot."""
         keys = self.dict_observations
         if keys is None:
             return observations
@@ -97,12 +101,12 @@ class Observing:
         for key in keys.keys:
             values = observations[key.name]
             if key.kind == 'discrete':
-                values = tf.reshape(tf.cast(values, tf.int64), (-1, len(key.counts())))
-                parts += [tf.one_hot(values[:, entry] - int(start), int(count), dtype=tf.float32)
+                values = ops.reshape(ops.cast(values, 'int32'), (-1, len(key.counts())))
+                parts += [ops.one_hot(values[:, entry] - int(start), int(count), dtype='float32')
                           for entry, (count, start) in enumerate(zip(key.counts(), key.starts()))]
             else:
-                parts.append(tf.reshape(tf.cast(values, tf.float32), (-1, key.size)))
-        return tf.concat(parts, -1)
+                parts.append(ops.reshape(ops.cast(values, 'float32'), (-1, key.size)))
+        return ops.concatenate(parts, -1)
 
     def observation_batch(self, observation) -> tuple[np.ndarray, bool]:
         """``predict``'s observation as a packed batch, and whether it was one unbatched observation.
