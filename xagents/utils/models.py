@@ -26,7 +26,8 @@ import re
 from typing import Callable, Sequence
 
 import numpy as np
-from xagents.utils.quiet_tensorflow import tf
+from xagents.utils.quiet_tensorflow import tf  # Forward's graph call; loaded first, so that Keras loads it quietly
+import keras
 
 from xagents.utils.memory import check_fits
 from xagents.utils.observations import DictObservations, Key, is_image
@@ -81,8 +82,8 @@ class _MemoryInputs:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.starts = tf.keras.Input((None,), name='episode_starts')
-        self.state = tf.keras.Input((size,), name='state')
+        self.starts = keras.Input((None,), name='episode_starts')
+        self.state = keras.Input((size,), name='state')
         self.states: list = []
         self.offset = 0
 
@@ -97,7 +98,7 @@ class _MemoryInputs:
         return x
 
     def next_state(self):
-        return self.states[0] if len(self.states) == 1 else tf.keras.layers.Concatenate()(self.states)
+        return self.states[0] if len(self.states) == 1 else keras.layers.Concatenate()(self.states)
 
 
 def _memory_inputs(path: str, hidden: list, recurrent: str | None, outputs: int) -> _MemoryInputs | None:
@@ -195,15 +196,15 @@ def _initializer(section: _Section):
     name = section.items.get('initializer', 'glorot_uniform')
     gain = section.get('gain', float, 1.0)
     if name == 'orthogonal':
-        return tf.keras.initializers.Orthogonal(gain=gain)
+        return keras.initializers.Orthogonal(gain=gain)
     if 'gain' in section.items:
         # Scale a variance-scaling initializer by gain**2 (gain multiplies the standard deviation).
-        config = tf.keras.initializers.get(name).get_config()
+        config = keras.initializers.get(name).get_config()
         if 'scale' not in config:
             raise section.error('gain', 'gain only applies to orthogonal and variance-scaling initializers')
         config['scale'] *= gain**2
-        return tf.keras.initializers.get(name).__class__.from_config(config)
-    return tf.keras.initializers.get(name)
+        return keras.initializers.get(name).__class__.from_config(config)
+    return keras.initializers.get(name)
 
 
 def _make_layer(section: _Section, units: int | None = None, activation: str | None = None,
@@ -214,13 +215,13 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
     if kind == 'recurrent':
         return Recurrent(recurrent, section.get('units', int, required=True))
     if kind == 'flatten':
-        return tf.keras.layers.Flatten(dtype=dtype)
+        return keras.layers.Flatten(dtype=dtype)
     if kind == 'rescaling':
-        return tf.keras.layers.Rescaling(section.get('scale', float, required=True), dtype=dtype)
+        return keras.layers.Rescaling(section.get('scale', float, required=True), dtype=dtype)
     activation = section.items.get('activation', activation)
     initializer = _initializer(section)
     if kind == 'convolutional':
-        return tf.keras.layers.Conv2D(
+        return keras.layers.Conv2D(
             section.get('filters', int, required=True),
             section.get('size', int, required=True),
             section.get('stride', int, 1),
@@ -228,13 +229,13 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
             kernel_initializer=initializer,
             dtype=dtype,
         )
-    return tf.keras.layers.Dense(units, activation=activation, kernel_initializer=initializer, dtype=dtype)
+    return keras.layers.Dense(units, activation=activation, kernel_initializer=initializer, dtype=dtype)
 
 
 def build_model(
     path: str, observation_space, outputs: Sequence[Output], name: str = 'model', features: bool = False,
     recurrent: str | None = None, precision: str = 'float32',
-) -> tf.keras.Model:
+) -> keras.Model:
     """Build a Keras model from the cfg at ``path`` for ``observation_space``.
 
     Args:
@@ -281,7 +282,7 @@ def build_model(
             raise convolutional[0].error(None, 'convolutional layers on Dict observations belong to an image key: '
                                                'give them input=KEY')
         shape = (keys.size,)
-        inputs = tf.keras.Input(shape, dtype='float32', name='observations')
+        inputs = keras.Input(shape, dtype='float32', name='observations')
         x, flatten_input = inputs, False
     else:
         shape = observation_space.shape
@@ -289,13 +290,13 @@ def build_model(
             raise convolutional[0].error(
                 None, f'convolutional layers need image observations, got shape {shape}'
             )
-        inputs = tf.keras.Input(shape, dtype=observation_space.dtype, name='observations')
-        x = tf.keras.ops.cast(inputs, 'float32')
+        inputs = keras.Input(shape, dtype=observation_space.dtype, name='observations')
+        x = keras.ops.cast(inputs, 'float32')
         if observation_space.dtype == np.uint8:
-            x = tf.keras.layers.Rescaling(1 / 255)(x)
+            x = keras.layers.Rescaling(1 / 255)(x)
         flatten_input = len(shape) > 1 and not convolutional
         if flatten_input:
-            x = tf.keras.layers.Flatten()(x)
+            x = keras.layers.Flatten()(x)
     trunk, tower = [], []
     for section in hidden:
         if section.flag('common') and tower:
@@ -359,11 +360,11 @@ def build_model(
             last_hidden = y
     if features:
         # gSDE's features: its noise and log-probs are computed in float32 whatever the hidden layers' precision.
-        results.append(last_hidden if dtype is None else tf.keras.ops.cast(last_hidden, 'float32'))
+        results.append(last_hidden if dtype is None else keras.ops.cast(last_hidden, 'float32'))
     if memory:
         results.append(memory.next_state())
         inputs = [inputs, memory.starts, memory.state]
-    model = tf.keras.Model(inputs, results if len(results) > 1 else results[0], name=name)
+    model = keras.Model(inputs, results if len(results) > 1 else results[0], name=name)
     model.layer_graph = graph
     return model
 
@@ -372,7 +373,7 @@ PRECISIONS = {'float32': None, 'bf16': 'mixed_bfloat16'}  # a model's precision:
 
 
 @contextlib.contextmanager
-def computing_in_float32(models: Sequence[tf.keras.Model]):
+def computing_in_float32(models: Sequence[keras.Model]):
     """Within the block, every layer of ``models`` computes in float32 (their weights already are): what an
     export of a bf16 agent traces, since TFLite's builtin ops and most deployment runtimes take no bfloat16."""
     changed = [(layer, layer.dtype_policy) for model in models for layer in model._flatten_layers(include_self=False)
@@ -399,7 +400,7 @@ def default_encoder(key: Key) -> str:
 
 
 def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed, fits: Callable,
-             dtype: str | None = None) -> tuple[tf.Tensor, np.ndarray | None]:
+             dtype: str | None = None) -> tuple[keras.KerasTensor, np.ndarray | None]:
     """Every key of packed Dict observations through its encoder, concatenated (float32, flat); and when
     every encoder only flattens and scales, what that does to each packed entry (the concatenation is then
     the packed vector times it, which :class:`NumpyForward` computes without the layers)."""
@@ -412,20 +413,20 @@ def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed
         by_key.setdefault(name, []).append(section)
     features = []
     for key in keys.keys:
-        x = tf.keras.layers.Reshape(key.shape, name=f'{key.name}_input')(packed[:, key.offset:key.offset + key.size])
+        x = keras.layers.Reshape(key.shape, name=f'{key.name}_input')(packed[:, key.offset:key.offset + key.size])
         entries = slice(key.offset, key.offset + key.size)
         if key.kind == 'image':
-            x = tf.keras.layers.Rescaling(1 / 255)(x)
+            x = keras.layers.Rescaling(1 / 255)(x)
             scale[entries] /= 255
         own = by_key.get(key.name)
         if own is None and default_encoder(key) == 'nature-cnn':
             scale = None
             for filters, size, stride in NATURE_CNN:
-                x = tf.keras.layers.Conv2D(filters, size, stride, activation='relu', dtype=dtype,
-                                           kernel_initializer=tf.keras.initializers.Orthogonal(np.sqrt(2)))(x)
-            x = tf.keras.layers.Flatten(dtype=dtype)(x)
-            x = tf.keras.layers.Dense(NATURE_CNN_FEATURES, activation='relu', dtype=dtype,
-                                      kernel_initializer=tf.keras.initializers.Orthogonal(np.sqrt(2)))(x)
+                x = keras.layers.Conv2D(filters, size, stride, activation='relu', dtype=dtype,
+                                        kernel_initializer=keras.initializers.Orthogonal(np.sqrt(2)))(x)
+            x = keras.layers.Flatten(dtype=dtype)(x)
+            x = keras.layers.Dense(NATURE_CNN_FEATURES, activation='relu', dtype=dtype,
+                                   kernel_initializer=keras.initializers.Orthogonal(np.sqrt(2)))(x)
         flat = len(key.shape) == 1
         for section in own or ():
             if section.name.startswith('convolutional') and key.kind != 'image':
@@ -433,28 +434,28 @@ def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed
             flat = _check_fits(section, flat)
             fits(section, section.get('units', int), x)
             layer = _make_layer(section, section.get('units', int), dtype=dtype)
-            if isinstance(layer, tf.keras.layers.Rescaling) and scale is not None:
+            if isinstance(layer, keras.layers.Rescaling) and scale is not None:
                 scale[entries] *= layer.scale
-            elif not isinstance(layer, tf.keras.layers.Flatten):
+            elif not isinstance(layer, keras.layers.Flatten):
                 scale = None
             x = layer(x)
         if len(x.shape) > 2:
             if own and not flat:
                 raise own[-1].error(None, f'the layers of {key.name!r} must end flat: add a [flatten-N] section '
                                           f'with input={key.name}')
-            x = tf.keras.layers.Flatten()(x)
+            x = keras.layers.Flatten()(x)
         features.append(x)
-    return features[0] if len(features) == 1 else tf.keras.layers.Concatenate()(features), scale
+    return features[0] if len(features) == 1 else keras.layers.Concatenate()(features), scale
 
 
-def check_model(model: tf.keras.Model, observation_space, outputs: Sequence[Output], features: bool, owner: str) -> None:
+def check_model(model: keras.Model, observation_space, outputs: Sequence[Output], features: bool, owner: str) -> None:
     """Refuse a user's Keras model whose outputs are not what the agent needs (their number and sizes, e.g. 3
     logits for 2 actions, or a missing value head), or that cannot take the env's observations: one ValueError
     when the agent is built, not a shape error inside a graph later."""
     wanted = ', '.join(f'{output.name} ({output.units} units)' for output in outputs) + (
         ', features (the last hidden activations, for gSDE)' if features else '')
     try:
-        results = tf.nest.flatten(model(np.zeros((2, *observation_space.shape), observation_space.dtype)))
+        results = keras.tree.flatten(model(np.zeros((2, *observation_space.shape), observation_space.dtype)))
     except Exception as error:  # a model of another input shape: Keras says which in its own words
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f'{owner}: expected it to take observations shaped {observation_space.shape}, '
@@ -466,7 +467,7 @@ def check_model(model: tf.keras.Model, observation_space, outputs: Sequence[Outp
                          f'size {", ".join(map(str, sizes))}')
 
 
-def check_precision(model: tf.keras.Model, precision: str, owner: str) -> None:
+def check_precision(model: keras.Model, precision: str, owner: str) -> None:
     """Refuse ``precision='bf16'`` with a user's Keras model that computes in float32: bf16 sets the dtype policy of
     the layers .cfg models build, and a model built elsewhere keeps its own, so it would run in float32 unsaid. A
     model whose layers already compute in bfloat16 (built under ``mixed_bfloat16``) is taken as it is."""
@@ -493,7 +494,7 @@ class NumpyForward:
     Call :meth:`refresh` after every update so the copy follows the trained weights.
     """
 
-    def __init__(self, model: tf.keras.Model) -> None:
+    def __init__(self, model: keras.Model) -> None:
         self.model = model
         self.graph: LayerGraph = model.layer_graph
         self.scale = self.graph.input_scale if self.graph.input_scale is not None else (
@@ -501,14 +502,14 @@ class NumpyForward:
         self.refresh()
 
     @staticmethod
-    def supports(model: tf.keras.Model) -> bool:
+    def supports(model: keras.Model) -> bool:
         """True if ``model`` came from a cfg and has only dense layers with NumPy activations (and recurrent ones)."""
         graph = getattr(model, 'layer_graph', None)
         if graph is None:
             return False
         layers = graph.trunk + [layer for branch in graph.branches for layer in branch]
         return all(
-            isinstance(layer, Recurrent) or isinstance(layer, tf.keras.layers.Dense)
+            isinstance(layer, Recurrent) or isinstance(layer, keras.layers.Dense)
             and layer.activation.__name__ in NUMPY_ACTIVATIONS and layer.compute_dtype == 'float32'
             for layer in layers
         )
@@ -566,14 +567,14 @@ class Forward:
     is called with ``(observations, episode_starts (B, 1), state)``.
     """
 
-    def __init__(self, *models: tf.keras.Model) -> None:
+    def __init__(self, *models: keras.Model) -> None:
         self.models = models
         in_numpy = all(map(NumpyForward.supports, models)) and not tf.config.list_logical_devices('GPU')
         self.numpy = [NumpyForward(model) for model in models] if in_numpy else None
         # Batch sizes vary (envs, final observations, play): trace for any.
         self.graph = None if self.numpy else tf.function(
             lambda *inputs: [output for model in models
-                             for output in tf.nest.flatten(model(list(inputs) if len(inputs) > 1 else inputs[0]))],
+                             for output in keras.tree.flatten(model(list(inputs) if len(inputs) > 1 else inputs[0]))],
             reduce_retracing=True)
 
     def refresh(self) -> None:
