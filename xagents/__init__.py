@@ -1,21 +1,23 @@
-"""xagents: deep reinforcement learning agents on TensorFlow 2, from Python or one command."""
+"""xagents: deep reinforcement learning agents on Keras 3 (TensorFlow or JAX), from Python or one command."""
 from xagents.version import __version__  # noqa: F401
 
 from xagents.registry import AGENTS as _AGENTS  # noqa: E402
 
-__all__ = [entry.partition(':')[2] for entry in _AGENTS.values()] + ['evaluate', 'check_env']
+from xagents.utils.console import use_backend  # noqa: E402
+
+__all__ = [entry.partition(':')[2] for entry in _AGENTS.values()] + ['evaluate', 'check_env', 'use_backend']
 
 
 def __getattr__(name: str):
-    """Import agents (and TensorFlow, quietly) only when one is asked for, keeping ``xagents --help`` fast."""
+    """Import agents (and Keras with its backend, quietly) only when one is asked for, keeping ``xagents --help`` fast."""
     if name == 'check_env':  # no TensorFlow
         from xagents.utils.check_env import check_env
         return check_env
     if name in __all__:
         from xagents.registry import agent_class
-        from xagents.utils.console import load_tensorflow
+        from xagents.utils.console import load_keras
 
-        load_tensorflow()
+        load_keras()
         if name == 'evaluate':
             from xagents.training.evaluation import evaluate
             return evaluate

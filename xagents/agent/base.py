@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium.wrappers.utils import RunningMeanStd
 
+from xagents import backend
 from xagents.agent import persistence
 from xagents.agent.construction import capped_initial_size, constructor, with_run_defaults
 from xagents.agent.observing import Observing
@@ -126,7 +127,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         self.seed = seed
         self.run_defaults: dict = {}  # fit's settings for this agent where a call gives none (from_env's presets)
         if seed is not None:
-            keras.utils.set_random_seed(seed)
+            backend.seed_everything(seed)
         self.rng = random_stream(seed, ACTING)
         # Randomness inside compiled updates (minibatch orders, target noise, sampled actions), seeded by the
         # agent's seed and saved with it: keras.random draws from it the same way on every backend.

@@ -17,7 +17,7 @@ from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
 from xagents.app.command import interrupted
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
-from xagents.utils.console import CommandOutput, load_tensorflow
+from xagents.utils.console import BACKENDS, CommandOutput, load_keras, use_backend
 from xagents.utils.presets import read_presets
 from xagents.app.signatures import static_constructors, static_function
 
@@ -126,6 +126,7 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
     for flag in env_flags():
         shown(flag).add_to(general)
     shown(next(flag for flag in base_flags('__init__') if flag.name == 'seed')).add_to(general)
+    general.add_argument('--backend', choices=BACKENDS, default=argparse.SUPPRESS, help=BACKEND_HELP)
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
     if command == 'train':
         group = parser.add_argument_group('training flags')
@@ -154,7 +155,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     import gymnasium as gym
 
     args = vars(build_parser(command, agent, requested_env(argv)).parse_args(argv))
-    load_tensorflow()  # once the flags parsed: a misspelt flag is refused without it
+    load_keras()  # once the flags parsed: a misspelt flag is refused without it
     from xagents.utils.checkpoints import NonFiniteError
     from xagents.utils.envs import EnvError, close_envs
 
@@ -340,6 +341,7 @@ def tune_parser(agent: str | None) -> ArgumentParser:
     general.add_argument('--env', required=agent is not None, default=argparse.SUPPRESS, help=ENV_HELP)
     for flag in flags_of([tuning.tune], skip={'agent', 'search'}):
         flag.add_to(general)
+    general.add_argument('--backend', choices=BACKENDS, default=argparse.SUPPRESS, help=BACKEND_HELP)
     general.add_argument('-h', '--help', action='help', help='show this help and exit')
     if agent:
         klass = agent_class(agent)
@@ -367,7 +369,7 @@ def run_tune(argv: list[str]) -> None:
 
     import optuna
 
-    load_tensorflow()
+    load_keras()
     from xagents.app import search_space, tuning
     if not argv or argv[0].startswith('-'):
         if argv and argv[0] not in ('-h', '--help'):
@@ -413,6 +415,7 @@ def run_benchmark_command(argv: list[str]) -> None:
 
     parser = ArgumentParser(prog='xagents benchmark', description=COMMANDS['benchmark'] + '.', allow_abbrev=False)
     parser.add_argument('--suite', choices=list(benchmark.SUITES), help='a suite of agents, envs, targets and budgets')
+    parser.add_argument('--backend', choices=BACKENDS, default=argparse.SUPPRESS, help=BACKEND_HELP)
     parser.add_argument('--agents', nargs='+', choices=list(AGENTS),
                         help='agents: with --envs and --target instead of a suite, or some of a suite\'s')
     parser.add_argument('--envs', nargs='+', help='env ids: with --agents and --target, or some of a suite\'s')
@@ -553,6 +556,32 @@ def main(argv: list[str] | None = None) -> None:
         fail('xagents: interrupted', 130)
 
 
+BACKEND_HELP = (f'the Keras backend to run on: {" or ".join(BACKENDS)} (default: KERAS_BACKEND\'s, else tensorflow); '
+                'benchmark runs and tune trials use it too')
+
+
+def with_backend_chosen(command: str, argv: list[str]) -> list[str]:
+    """``argv`` without its ``--backend NAME``, once that backend is chosen: before Keras loads, as
+    ``KERAS_BACKEND`` chooses it (runs that a command starts in other processes inherit it)."""
+    rest, name = [], None
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == '--backend':
+            name = next(arguments, None)
+            if name is None:
+                fail(f'xagents {command}: error: argument --backend: expected one argument')
+        elif argument.startswith('--backend='):
+            name = argument.partition('=')[2]
+        else:
+            rest.append(argument)
+    if name is not None:
+        try:
+            use_backend(name)
+        except ValueError as error:
+            fail(f'xagents {command}: error: argument --backend: {error}')
+    return rest
+
+
 def run_command(argv: list[str]) -> None:
     """Dispatch ``argv`` to its command; checks that need no TensorFlow come before it loads."""
     if not argv or argv[0] in ('-h', '--help'):
@@ -564,6 +593,7 @@ def run_command(argv: list[str]) -> None:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         fail(f'xagents: error: unknown command {command!r} (choose from {", ".join(COMMANDS)})')
+    rest = with_backend_chosen(command, rest)
     if command == 'plot':
         return run_plot(rest)
     if command == 'tune':

@@ -11,6 +11,8 @@ The agents' maths is written once in ``keras.ops``; this package picks the modul
 - ``vjp(fn, primal, cotangent)``: ``fn(primal)`` and the cotangent pulled back through it.
 - ``while_loop(cond, body, loop_vars)`` and ``cond(pred, true_fn, false_fn)``: as ``keras.ops``', where the
   body or branches may assign variables.
+- ``gpu_available()``: whether the backend computes on a GPU.
+- ``seed_everything(seed)``: seed the global random streams (Python's, NumPy's, Keras' layer initialisers).
 """
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ hvp: Callable = _module.hvp
 vjp: Callable = _module.vjp
 while_loop: Callable = _module.while_loop
 cond: Callable = _module.cond
+gpu_available: Callable[[], bool] = _module.gpu_available
+seed_everything: Callable[[int], None] = _module.seed_everything
 
 
 def compiled_method(method: Callable = None, **options) -> Callable:

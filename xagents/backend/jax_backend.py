@@ -10,6 +10,8 @@ results, never as leaked tracers.
 from __future__ import annotations
 
 import contextlib
+import os
+import random
 from typing import Callable, Sequence
 
 import jax
@@ -18,6 +20,12 @@ import keras
 import numpy as np
 
 _frames: list['_Frame'] = []  # the open frames, innermost last
+
+# Compiled updates are kept on disk (JAX's persistent compilation cache), so a second run of the same agent on the
+# same env skips most of its compile time; JAX_COMPILATION_CACHE_DIR chooses another folder.
+if not jax.config.jax_compilation_cache_dir:
+    jax.config.update('jax_compilation_cache_dir', os.path.join(
+        os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')), 'xagents', 'jax'))
 
 
 class _Frame:
@@ -84,9 +92,10 @@ def _dynamic(leaf) -> bool:
 
 
 def compiled(fn: Callable, variables: Callable[[], Sequence[keras.Variable]] | None = None,
-             jit_compile: bool | None = None) -> Callable:
+             jit_compile: bool | None = None, reduce_retracing: bool = False) -> Callable:
     """``fn`` as one ``jax.jit`` call over the values of ``variables()``; arguments that are not arrays are static
-    (a new value compiles anew). ``jit_compile`` is TensorFlow's XLA switch: JAX always compiles with XLA."""
+    (a new value compiles anew), and each new shape compiles once. ``jit_compile`` and ``reduce_retracing`` are
+    TensorFlow's switches: JAX always compiles with XLA."""
     compiled_by_signature = {}
 
     def call(*args, **kwargs):
@@ -189,3 +198,20 @@ def cond(pred, true_fn: Callable, false_fn: Callable):
     values, output = jax.lax.cond(pred, branch(true_fn), branch(false_fn), [variable.value for variable in tracked])
     _update(tracked, values)
     return output
+
+
+def gpu_available() -> bool:
+    return any(device.platform == 'gpu' for device in jax.devices())
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and Keras' global random streams (layer initialisers) as
+    ``keras.utils.set_random_seed`` does, without importing TensorFlow to seed it too (seconds of start-up)."""
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)

@@ -9,9 +9,11 @@ from xagents.utils.quiet_tensorflow import tf
 
 
 def compiled(fn: Callable, variables: Callable[[], Sequence[keras.Variable]] | None = None,
-             jit_compile: bool | None = None) -> Callable:
-    """``fn`` traced into one graph (the variables it uses are captured by the trace)."""
-    return tf.function(fn, autograph=False, jit_compile=jit_compile)  # traced as written: no tensor-dependent Python
+             jit_compile: bool | None = None, reduce_retracing: bool = False) -> Callable:
+    """``fn`` traced into one graph (the variables it uses are captured by the trace); ``reduce_retracing`` traces
+    for any batch size once sizes vary."""
+    # Traced as written (no autograph): updates hold no tensor-dependent Python control flow.
+    return tf.function(fn, autograph=False, jit_compile=jit_compile, reduce_retracing=reduce_retracing)
 
 
 def value_and_grad(loss: Callable, variables: Sequence[keras.Variable]):
@@ -47,3 +49,12 @@ def cond(pred, true_fn: Callable, false_fn: Callable):
 
 def _flat(tensors) -> tf.Tensor:
     return tf.concat([tf.reshape(tensor, [-1]) for tensor in tensors], 0)
+
+
+def gpu_available() -> bool:
+    return bool(tf.config.list_logical_devices('GPU'))
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's, TensorFlow's and Keras' global random streams (layer initialisers)."""
+    keras.utils.set_random_seed(seed)

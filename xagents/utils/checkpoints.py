@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import keras
 import numpy as np
-from xagents.utils.quiet_tensorflow import tf
 
 from xagents.utils.atomic import atomic_write
 from xagents.utils.readback import damaged, read_arrays
@@ -19,7 +19,7 @@ from xagents.utils.readback import damaged, read_arrays
 LAST_ENTRY = 'counter/steps'
 
 
-def checkpoint_arrays(path: str, model: tf.keras.Model, optimizer=None, extras: dict[str, np.ndarray] | None = None,
+def checkpoint_arrays(path: str, model: keras.Model, optimizer=None, extras: dict[str, np.ndarray] | None = None,
                       identity: dict[str, str] | None = None, **counters: int) -> dict[str, np.ndarray]:
     """What a checkpoint at ``path`` holds, copied now: ``model``'s weights, ``optimizer``'s variables (if any),
     named ``extras`` arrays (such as observation statistics), the run's ``identity`` (agent, env, spaces) and
@@ -47,7 +47,7 @@ def write_checkpoint(path: str, arrays: dict[str, np.ndarray]) -> None:
         np.savez(file, **arrays)
 
 
-def save_checkpoint(path: str, model: tf.keras.Model, optimizer=None,
+def save_checkpoint(path: str, model: keras.Model, optimizer=None,
                     extras: dict[str, np.ndarray] | None = None, identity: dict[str, str] | None = None,
                     **counters: int) -> None:
     """Save ``model`` (see :func:`checkpoint_arrays`) to ``path`` now."""
@@ -83,7 +83,7 @@ class Checkpoint:
     def extras(self) -> dict[str, np.ndarray]:
         return self._section('extra')
 
-    def restore(self, model: tf.keras.Model, optimizer=None) -> None:
+    def restore(self, model: keras.Model, optimizer=None) -> None:
         """Assign the weights to ``model`` (and the state to ``optimizer``).
 
         Raises:

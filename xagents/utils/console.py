@@ -1,4 +1,4 @@
-"""What xagents prints: TensorFlow loaded without its C++ start-up noise, progress on the console by default."""
+"""What xagents prints: Keras and its backend loaded without their C++ start-up noise, progress on the console by default."""
 from __future__ import annotations
 
 import atexit
@@ -49,28 +49,58 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(held[0])  # to the handler it was meant for: KeyboardInterrupt, or the default
 
 
-def load_tensorflow() -> None:
-    """Import TensorFlow quietly, unless it is loaded already (``TF_CPP_MIN_LOG_LEVEL`` set by the user wins).
+BACKENDS = ('tensorflow', 'jax')  # the Keras backends xagents runs on
+
+
+def use_backend(name: str) -> None:
+    """Run xagents on the Keras backend ``name`` (``tensorflow``, the default, or ``jax``): before the first agent
+    is built, as ``KERAS_BACKEND`` does. ``--backend`` on the command line calls it.
+
+    Raises:
+        ValueError: an unknown backend, or Keras already runs on another one in this process.
+    """
+    if name not in BACKENDS:
+        raise ValueError(f'expected a backend among {", ".join(BACKENDS)}, got {name!r}')
+    if 'keras' in sys.modules:
+        running = sys.modules['keras'].backend.backend()
+        if running != name:
+            raise ValueError(f'Keras already runs on {running} in this process: choose the backend before the first '
+                             f'agent is built (xagents.use_backend({name!r}) first, or KERAS_BACKEND={name})')
+        return
+    os.environ['KERAS_BACKEND'] = name
+
+
+def load_keras() -> None:
+    """Import Keras, and with it its backend (TensorFlow unless ``KERAS_BACKEND`` says otherwise), quietly, unless it
+    is loaded already (``TF_CPP_MIN_LOG_LEVEL`` set by the user wins).
 
     Python's cyclic garbage collector pauses while it loads: its objects would set off full collections that
     free nothing (~0.7 s of the import on 2 cores). They are frozen afterwards (``gc.freeze``, ~1 s less of
     collections in a short run), and everything again at exit, so the interpreter's shutdown does not walk
     them (~0.9 s). Not frozen early when ale-py loaded first: its extension would report leaks at exit.
     """
-    if 'tensorflow' in sys.modules:
+    if 'keras' in sys.modules:
         return
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
     collecting = gc.isenabled()
     gc.disable()
     try:
         with native_stderr_silenced():
-            importlib.import_module('tensorflow')
+            importlib.import_module('keras')
     finally:
         if collecting:
             gc.enable()
     if 'ale_py' not in sys.modules:  # frozen this early, ale-py's objects are reported leaked at exit (nanobind)
         gc.freeze()
     atexit.register(gc.freeze)
+
+
+def load_tensorflow() -> None:
+    """Import TensorFlow quietly (what TensorFlow-only features need: export, TensorBoard), after Keras."""
+    load_keras()
+    if 'tensorflow' not in sys.modules:
+        with native_stderr_silenced():
+            importlib.import_module('tensorflow')
 
 
 def console_logging() -> None:

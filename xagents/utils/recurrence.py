@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import keras
 import numpy as np
-
-from xagents.utils.quiet_tensorflow import tf
+from keras import ops
 
 KINDS = ('lstm', 'gru')
 GATES = {'lstm': 4, 'gru': 3}
@@ -31,7 +31,7 @@ def check_kind(kind: str | None) -> None:
         raise ValueError(f'expected recurrent {" or ".join(map(repr, KINDS))} (or None), got {kind!r}')
 
 
-class Recurrent(tf.keras.layers.Layer):
+class Recurrent(keras.layers.Layer):
     """An LSTM or GRU over ``T`` steps of ``B`` envs whose state is zeroed before every step that starts an episode.
 
     Keras' gates and initialisation (LSTM gates input, forget, cell, output with a forget bias of 1; GRU with the
@@ -57,46 +57,47 @@ class Recurrent(tf.keras.layers.Layer):
         if self.kind == 'lstm':
             forget = np.zeros(gates, np.float32)
             forget[self.units:2 * self.units] = 1.0
-            self.bias = self.add_weight(shape=(gates,), initializer=tf.keras.initializers.Constant(forget), name='bias')
+            self.bias = self.add_weight(shape=(gates,), initializer=keras.initializers.Constant(forget), name='bias')
         else:  # input and recurrent biases
             self.bias = self.add_weight(shape=(2, gates), initializer='zeros', name='bias')
 
     def compute_output_spec(self, x, starts, state):
-        return (tf.keras.KerasTensor((x.shape[0], self.units), 'float32'),
-                tf.keras.KerasTensor((state.shape[0], self.state_size), 'float32'))
+        return (keras.KerasTensor((x.shape[0], self.units), 'float32'),
+                keras.KerasTensor((state.shape[0], self.state_size), 'float32'))
 
     def call(self, x, starts, state):
-        batch, steps = tf.shape(starts)[0], tf.shape(starts)[1]
+        batch, steps = ops.shape(starts)[0], ops.shape(starts)[1]
         input_bias = self.bias if self.kind == 'lstm' else self.bias[0]
-        projected = tf.reshape(tf.matmul(x, self.kernel) + input_bias, (batch, steps, -1))
-        keep = 1.0 - tf.cast(starts, tf.float32)
+        projected = ops.reshape(ops.matmul(x, self.kernel) + input_bias, (batch, steps, -1))
+        keep = 1.0 - ops.cast(starts, 'float32')
         if starts.shape[1] == 1:  # one step (acting, exports): no loop, which TFLite could not convert
             state = self.cell(projected[:, 0], state * keep)
             return state[:, :self.units], state
 
         def step(previous, inputs):
             projected_t, keep_t = inputs
-            return self.cell(projected_t, previous * keep_t[:, None])
+            state = self.cell(projected_t, previous * keep_t[:, None])
+            return state, state
 
-        states = tf.scan(step, (tf.transpose(projected, (1, 0, 2)), tf.transpose(keep)),
-                         initializer=tf.convert_to_tensor(state, tf.float32))  # (T, B, S)
-        outputs = tf.transpose(states[:, :, :self.units], (1, 0, 2))
-        return tf.reshape(outputs, (-1, self.units)), states[-1]
+        _, states = ops.scan(step, ops.cast(state, 'float32'),
+                             (ops.transpose(projected, (1, 0, 2)), ops.transpose(keep)))  # (T, B, S)
+        outputs = ops.transpose(states[:, :, :self.units], (1, 0, 2))
+        return ops.reshape(outputs, (-1, self.units)), states[-1]
 
-    def cell(self, projected: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
+    def cell(self, projected, state):
         """One step: the new state from this step's input projection and the (reset) previous state."""
         units = self.units
         if self.kind == 'lstm':
             h, c = state[:, :units], state[:, units:]
-            z = projected + tf.matmul(h, self.recurrent_kernel)
-            i, f, g, o = tf.split(z, 4, axis=-1)
-            c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
-            return tf.concat([tf.sigmoid(o) * tf.tanh(c), c], -1)
-        recurrent = tf.matmul(state, self.recurrent_kernel) + self.bias[1]
-        x_z, x_r, x_h = tf.split(projected, 3, axis=-1)
-        h_z, h_r, h_h = tf.split(recurrent, 3, axis=-1)
-        z, r = tf.sigmoid(x_z + h_z), tf.sigmoid(x_r + h_r)
-        return z * state + (1 - z) * tf.tanh(x_h + r * h_h)
+            z = projected + ops.matmul(h, self.recurrent_kernel)
+            i, f, g, o = ops.split(z, 4, axis=-1)
+            c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+            return ops.concatenate([ops.sigmoid(o) * ops.tanh(c), c], -1)
+        recurrent = ops.matmul(state, self.recurrent_kernel) + self.bias[1]
+        x_z, x_r, x_h = ops.split(projected, 3, axis=-1)
+        h_z, h_r, h_h = ops.split(recurrent, 3, axis=-1)
+        z, r = ops.sigmoid(x_z + h_z), ops.sigmoid(x_r + h_r)
+        return z * state + (1 - z) * ops.tanh(x_h + r * h_h)
 
     def get_config(self) -> dict:
         return {**super().get_config(), 'kind': self.kind, 'units': self.units}
