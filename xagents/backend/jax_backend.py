@@ -166,6 +166,11 @@ def vjp(fn: Callable, primal, cotangent):
 
 
 def while_loop(cond: Callable, body: Callable, loop_vars: tuple):
+    if not _frames:  # eager (outside a compiled call): a Python loop, assigning as it goes
+        loop_vars = tuple(loop_vars)
+        while bool(cond(*loop_vars)):
+            loop_vars = tuple(body(*loop_vars))
+        return loop_vars
     tracked = _tracked()
 
     def condition(carry):
@@ -186,6 +191,8 @@ def while_loop(cond: Callable, body: Callable, loop_vars: tuple):
 
 
 def cond(pred, true_fn: Callable, false_fn: Callable):
+    if not _frames:
+        return true_fn() if bool(pred) else false_fn()
     tracked = _tracked()
 
     def branch(fn):

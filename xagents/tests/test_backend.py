@@ -1,0 +1,154 @@
+"""xagents.backend, on whichever Keras backend runs the tests (``KERAS_BACKEND``): a compiled update equals the
+same code run eagerly, differentiation agrees with finite differences, variables assigned inside loops and branches
+keep what they were given, and the backends compute the same numbers from the same weights."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from xagents import backend
+
+pytestmark = pytest.mark.backends
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(16, 3)).astype(np.float32)
+Y = RNG.normal(size=(16, 1)).astype(np.float32)
+WEIGHTS = [RNG.normal(size=(3, 5)).astype(np.float32) * 0.5, RNG.normal(size=5).astype(np.float32) * 0.1,
+           RNG.normal(size=(5, 1)).astype(np.float32) * 0.5, np.zeros(1, np.float32)]
+
+
+def setup() -> tuple:
+    """A small model with fixed weights, its built Adam, a seeded random stream and a step counter."""
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(5, activation='tanh'), keras.layers.Dense(1)])
+    model.set_weights(WEIGHTS)
+    optimizer = keras.optimizers.Adam(0.05)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer, keras.random.SeedGenerator(7), keras.Variable(0, dtype='int32', trainable=False)
+
+
+def update(model, optimizer, seed, counter, x, y) -> dict:
+    """Gradient steps in a loop until the loss falls below half the first one (at most 6), each counted; a
+    branch that assigns; a random draw."""
+    def loss():
+        predictions = model(x)
+        value = ops.mean((predictions - y) ** 2)
+        return value, predictions
+
+    def step(i, first, last):
+        (value, _), gradients = backend.value_and_grad(loss, model.trainable_variables)
+        optimizer.apply(gradients, model.trainable_variables)
+        counter.assign(counter + 1)
+        return i + 1, ops.where(i == 0, value, first), value
+
+    _, first, last = backend.while_loop(lambda i, first, last: ops.logical_and(i < 6, ops.logical_or(i == 0, last > 0.5 * first)),
+                                        step, (ops.convert_to_tensor(0), ops.convert_to_tensor(0.0),
+                                               ops.convert_to_tensor(0.0)))
+    backend.cond(last < first, lambda: counter.assign(counter + 100), lambda: counter.assign(counter - 100))
+    return {'first': first, 'last': last, 'noise': keras.random.uniform((3,), seed=seed)}
+
+
+def state(model, optimizer, seed, counter) -> list[np.ndarray]:
+    return [ops.convert_to_numpy(variable) for variable in model.variables + optimizer.variables
+            + [seed.state, counter]]
+
+
+def test_a_compiled_update_equals_the_same_code_run_eagerly():
+    eager, compiled = setup(), setup()
+    run = backend.compiled(lambda x, y: update(*compiled, x, y),
+                           lambda: compiled[0].variables + compiled[1].variables + [compiled[2].state, compiled[3]])
+    for _ in range(2):
+        expected, got = update(*eager, X, Y), run(X, Y)
+        for name in expected:
+            np.testing.assert_allclose(ops.convert_to_numpy(got[name]), ops.convert_to_numpy(expected[name]),
+                                       rtol=1e-5, atol=1e-6, err_msg=name)
+    for want, have in zip(state(*eager), state(*compiled)):
+        np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6)
+    steps = int(ops.convert_to_numpy(compiled[3])) % 100
+    assert 2 <= steps <= 12 and int(ops.convert_to_numpy(compiled[3])) == steps + 200  # the loop's steps, the branch
+    assert int(ops.convert_to_numpy(compiled[1].iterations)) == steps
+
+
+def test_the_random_stream_advances_across_compiled_calls():
+    model, optimizer, seed, counter = setup()
+    run = backend.compiled(lambda x, y: update(model, optimizer, seed, counter, x, y),
+                           lambda: model.variables + optimizer.variables + [seed.state, counter])
+    first, second = (ops.convert_to_numpy(run(X, Y)['noise']) for _ in range(2))
+    assert not np.allclose(first, second)
+
+
+def flat_gradient(model, values: np.ndarray) -> np.ndarray:
+    for variable, value in zip(model.trainable_variables, unflatten(model, values)):
+        variable.assign(value)
+    (_, _), gradients = backend.value_and_grad(lambda: (ops.mean((model(X) - Y) ** 2), None),
+                                               model.trainable_variables)
+    return np.concatenate([ops.convert_to_numpy(gradient).ravel() for gradient in gradients])
+
+
+def unflatten(model, values: np.ndarray) -> list[np.ndarray]:
+    parts, start = [], 0
+    for variable in model.trainable_variables:
+        size = int(np.prod(variable.shape))
+        parts.append(values[start:start + size].reshape(variable.shape))
+        start += size
+    return parts
+
+
+def test_the_hessian_vector_product_is_the_change_of_the_gradient():
+    model = setup()[0]
+    theta = np.concatenate([weight.ravel() for weight in WEIGHTS]).astype(np.float64)
+    vector = RNG.normal(size=theta.size)
+    product = ops.convert_to_numpy(backend.hvp(lambda: ops.mean((model(X) - Y) ** 2), model.trainable_variables,
+                                               ops.convert_to_tensor(vector.astype(np.float32))))
+    h = 1e-2  # central differences of the gradient along the vector
+    expected = (flat_gradient(model, (theta + h * vector).astype(np.float32))
+                - flat_gradient(model, (theta - h * vector).astype(np.float32))) / (2 * h)
+    np.testing.assert_allclose(product, expected, rtol=2e-2, atol=2e-3)
+    assert np.abs(product).max() > 1e-2
+
+
+def test_the_vector_jacobian_product_pulls_the_cotangent_back():
+    matrix = RNG.normal(size=(4, 3)).astype(np.float32)
+    primal = RNG.normal(size=(2, 3)).astype(np.float32)
+    cotangent = RNG.normal(size=(2, 4)).astype(np.float32)
+    output, pulled = backend.vjp(lambda p: ops.tanh(ops.matmul(p, ops.transpose(matrix))),
+                                 ops.convert_to_tensor(primal), ops.convert_to_tensor(cotangent))
+    z = primal @ matrix.T
+    np.testing.assert_allclose(ops.convert_to_numpy(output), np.tanh(z), rtol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(pulled), (cotangent * (1 - np.tanh(z) ** 2)) @ matrix,
+                               rtol=1e-4, atol=1e-6)
+
+
+SAME_NUMBERS = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from test_backend import X, Y, setup, update, state
+from keras import ops
+parts = setup()
+out = update(*parts, X, Y)
+print(json.dumps({{'first': float(ops.convert_to_numpy(out['first'])), 'last': float(ops.convert_to_numpy(out['last'])),
+                  'weights': [w.ravel().tolist() for w in state(*parts)[:4]]}}))
+"""
+
+
+@pytest.mark.skipif(keras.backend.backend() != 'tensorflow', reason='compares the JAX backend from the TensorFlow run')
+def test_every_backend_computes_the_same_update_from_the_same_weights():
+    script = SAME_NUMBERS.format(tests=os.path.dirname(__file__))
+    results = {}
+    for name in backend.BACKENDS:
+        child = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300,
+                               env={**os.environ, 'KERAS_BACKEND': name})
+        assert child.returncode == 0, child.stderr[-2000:]
+        results[name] = json.loads(child.stdout.strip().splitlines()[-1])
+    tensorflow, jax = results['tensorflow'], results['jax']
+    assert tensorflow['last'] < tensorflow['first']
+    np.testing.assert_allclose(jax['first'], tensorflow['first'], rtol=1e-5)
+    np.testing.assert_allclose(jax['last'], tensorflow['last'], rtol=1e-4)
+    for a, b in zip(jax['weights'], tensorflow['weights']):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
