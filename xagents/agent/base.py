@@ -500,9 +500,14 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             action_mask: The export takes a second input, action_mask: (batch, n) booleans of the allowed
                 actions (Discrete actions of PPO, A2C, TRPO, DQN and SAC; MultiDiscrete of PPO, A2C, TRPO).
 
+        On a backend other than TensorFlow, a TensorFlow process loads a save of the agent and exports it (the
+        agent must be one :meth:`load` can rebuild: made from an env id).
+
         Returns:
             ``path``.
         """
+        if backend.NAME != 'tensorflow':
+            return persistence.export_through_tensorflow(self, path, format, action_mask)
         from xagents.utils.export import export_policy
 
         size = mask_size(self.envs.single_action_space) if action_mask else None

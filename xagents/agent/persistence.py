@@ -8,6 +8,9 @@ is refused too. The functions take the agent; :class:`xagents.agent.base.BaseAge
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 from typing import TYPE_CHECKING, Sequence
 
 import gymnasium as gym
@@ -200,3 +203,33 @@ def load_buffer(agent: BaseAgent, path: str) -> None:
     """Take back a replay buffer written by :func:`save_buffer`."""
     fix = f'load another save, or delete "buffer" from the files of {MANIFEST} to load it without the buffer'
     restore_buffer_state(agent.buffer, read_arrays(path, fix), path)
+
+
+EXPORT_IN_TENSORFLOW = """
+import sys
+from xagents.registry import agent_class
+from xagents.utils.console import load_keras
+load_keras()
+agent = agent_class(sys.argv[1]).load(sys.argv[2], quiet=True)
+try:
+    agent.export(sys.argv[3], None if sys.argv[4] == '-' else sys.argv[4], action_mask=sys.argv[5] == '1')
+except (ValueError, TypeError, ImportError) as error:
+    sys.exit(f'{type(error).__name__}: {error}')
+"""
+
+
+def export_through_tensorflow(agent: BaseAgent, path: str, format: str | None, action_mask: bool) -> str:
+    """Export an agent that runs on another Keras backend: a TensorFlow process loads a save of it and exports that
+    (TensorFlow writes every export format; the save is the same file on every backend)."""
+    with tempfile.TemporaryDirectory(prefix='xagents-export-') as folder:
+        save(agent, folder)
+        child = subprocess.run(
+            [sys.executable, '-c', EXPORT_IN_TENSORFLOW, type(agent).__name__.lower(), folder, path, format or '-',
+             '1' if action_mask else '0'], capture_output=True, text=True, env={**os.environ, 'KERAS_BACKEND': 'tensorflow'})
+    if child.returncode:
+        lines = child.stderr.strip().splitlines() or ['no output']
+        kind, _, message = lines[-1].partition(': ')
+        if kind in ('ValueError', 'TypeError', 'ImportError'):
+            raise {'ValueError': ValueError, 'TypeError': TypeError, 'ImportError': ImportError}[kind](message)
+        raise RuntimeError(f'exporting {type(agent).__name__} through TensorFlow failed: {lines[-1]}')
+    return path

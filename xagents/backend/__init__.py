@@ -13,6 +13,7 @@ The agents' maths is written once in ``keras.ops``; this package picks the modul
   body or branches may assign variables.
 - ``gpu_available()``: whether the backend computes on a GPU.
 - ``seed_everything(seed)``: seed the global random streams (Python's, NumPy's, Keras' layer initialisers).
+- ``limit_threads()``: compute on one thread (Ray workers).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ while_loop: Callable = _module.while_loop
 cond: Callable = _module.cond
 gpu_available: Callable[[], bool] = _module.gpu_available
 seed_everything: Callable[[int], None] = _module.seed_everything
+limit_threads: Callable[[], None] = _module.limit_threads
 
 
 def compiled_method(method: Callable = None, **options) -> Callable:

@@ -222,3 +222,11 @@ def seed_everything(seed: int) -> None:
     global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
     random.seed(seed)
     np.random.seed(seed)
+
+
+def limit_threads() -> None:
+    """Compute on one thread (a Ray worker, beside others on the same cores): XLA's CPU flags, which hold when the
+    process has not computed yet (as a worker has not, when it builds its agent)."""
+    flags = os.environ.get('XLA_FLAGS', '')
+    if 'xla_cpu_multi_thread_eigen' not in flags:
+        os.environ['XLA_FLAGS'] = f'{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'.strip()

@@ -58,3 +58,12 @@ def gpu_available() -> bool:
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's, TensorFlow's and Keras' global random streams (layer initialisers)."""
     keras.utils.set_random_seed(seed)
+
+
+def limit_threads() -> None:
+    """Compute on one thread (a Ray worker, beside others on the same cores)."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already running in this process (a worker built in the learner's)
+        pass

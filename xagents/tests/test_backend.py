@@ -152,3 +152,20 @@ def test_every_backend_computes_the_same_update_from_the_same_weights():
     np.testing.assert_allclose(jax['last'], tensorflow['last'], rtol=1e-4)
     for a, b in zip(jax['weights'], tensorflow['weights']):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() == 'tensorflow', reason='TensorFlow exports in its own process')
+def test_an_agent_on_another_backend_exports_through_tensorflow_what_it_predicts(tmp_path):
+    from xagents import PPO
+
+    agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
+    agent.fit(max_steps=2048)
+    observations = RNG.normal(size=(32, 4)).astype(np.float32)
+    path = agent.export(str(tmp_path / 'policy.onnx'))
+    with pytest.raises(ValueError, match='already exists'):  # the TensorFlow process's refusal, as it gave it
+        agent.export(path)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(path)
+    exported = session.run(None, {session.get_inputs()[0].name: observations})[0]
+    np.testing.assert_array_equal(exported, agent.predict(observations)[0])

@@ -83,15 +83,10 @@ class Worker:
     def __init__(self, agent_class: type, env_settings: dict, hyperparameters: dict, index: int, count: int,
                  first_step: int = 0) -> None:
         os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-        import tensorflow as tf
-
+        from xagents import backend
         from xagents.utils.envs import create_envs
 
-        try:  # a worker acts, mostly in NumPy: one thread each leaves the cores to the other workers
-            tf.config.threading.set_intra_op_parallelism_threads(1)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
-        except RuntimeError:  # TensorFlow already running in this process (a worker built in the learner's)
-            pass
+        backend.limit_threads()  # a worker acts, mostly in NumPy: one thread each leaves the cores to the others
         seed = hyperparameters.get('seed')
         n_envs = env_settings['n_envs']
         if seed is None:
