@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Sequence
 
 import gymnasium as gym
+import xagents.utils.quiet_keras  # noqa: F401  (first: Keras loads quietly)
 import keras
 from keras import ops
 import numpy as np

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING
 
-import keras
 import numpy as np
 
 from xagents.utils.atomic import atomic_write
 from xagents.utils.readback import damaged, read_arrays
+
+if TYPE_CHECKING:  # (a checkpoint is read and written without Keras: the tuner imports this before a backend is chosen)
+    import keras
 
 # Saved last: a checkpoint whose archive lost its last entries (a damaged zip directory) lacks it.
 LAST_ENTRY = 'counter/steps'

@@ -26,9 +26,10 @@ import re
 from typing import Callable, Sequence
 
 import numpy as np
-from xagents.utils.quiet_tensorflow import tf  # Forward's graph call; loaded first, so that Keras loads it quietly
+import xagents.utils.quiet_keras  # noqa: F401  (first: Keras loads quietly)
 import keras
 
+from xagents import backend
 from xagents.utils.memory import check_fits
 from xagents.utils.observations import DictObservations, Key, is_image
 from xagents.utils.recurrence import GATES, Recurrent, numpy_step, state_size
@@ -569,13 +570,13 @@ class Forward:
 
     def __init__(self, *models: keras.Model) -> None:
         self.models = models
-        in_numpy = all(map(NumpyForward.supports, models)) and not tf.config.list_logical_devices('GPU')
+        in_numpy = all(map(NumpyForward.supports, models)) and not backend.gpu_available()
         self.numpy = [NumpyForward(model) for model in models] if in_numpy else None
-        # Batch sizes vary (envs, final observations, play): trace for any.
-        self.graph = None if self.numpy else tf.function(
+        # Batch sizes vary (envs, final observations, play): TensorFlow traces for any.
+        self.graph = None if self.numpy else backend.compiled(
             lambda *inputs: [output for model in models
                              for output in keras.tree.flatten(model(list(inputs) if len(inputs) > 1 else inputs[0]))],
-            reduce_retracing=True)
+            lambda: [variable for model in models for variable in model.variables], reduce_retracing=True)
 
     def refresh(self) -> None:
         for forward in self.numpy or ():
@@ -584,4 +585,4 @@ class Forward:
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         if self.numpy:
             return [output for forward in self.numpy for output in forward(*inputs)]
-        return [output.numpy() for output in self.graph(*inputs)]
+        return [keras.ops.convert_to_numpy(output) for output in self.graph(*inputs)]
