@@ -17,7 +17,6 @@ The agents' maths is written once in ``keras.ops``; this package picks the modul
 """
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 import keras
@@ -27,7 +26,10 @@ NAME = keras.backend.backend()
 if NAME not in BACKENDS:
     raise ImportError(f'xagents runs on the Keras backends {" and ".join(BACKENDS)}; KERAS_BACKEND is {NAME!r}')
 
-_module = importlib.import_module(f'xagents.backend.{NAME}_backend')
+if NAME == 'jax':
+    from xagents.backend import jax_backend as _module
+else:
+    from xagents.backend import tensorflow_backend as _module
 compiled: Callable = _module.compiled
 value_and_grad: Callable = _module.value_and_grad
 hvp: Callable = _module.hvp
