@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers.utils import RunningMeanStd
+import xagents.utils.quiet_keras  # noqa: F401  (first: Keras loads quietly)
 from keras import ops
 
 from xagents.utils.envs import one_hot_size

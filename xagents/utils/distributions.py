@@ -12,6 +12,7 @@ import math
 
 import gymnasium as gym
 import numpy as np
+import xagents.utils.quiet_keras  # noqa: F401  (first: Keras loads quietly)
 from keras import ops
 
 from xagents.utils.multi_distributions import MultiBernoulli, MultiCategorical, Tensor, argmax

@@ -13,6 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import xagents.utils.quiet_keras  # noqa: F401  (first: Keras loads quietly)
 from keras import ops
 
 Tensor = Any  # a tensor of the Keras backend (tf.Tensor, jax.Array), or what converts to one
