@@ -1,7 +1,7 @@
 """Actor-critic with experience replay (Wang et al. 2016, arXiv 1611.01224), discrete actions."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import keras
@@ -10,13 +10,13 @@ from keras import ops
 
 from xagents import backend
 from xagents.agent.base import BaseAgent
-from xagents.utils.segments import SegmentBuffer, TrajectorySegment
 from xagents.utils.envs import frame_stacked
 from xagents.utils.memory import check_fits
 from xagents.utils.models import Output, build_model
-from xagents.utils.streams import REPLAY, random_stream
 from xagents.utils.optimization import retrace_targets, trust_region_projection
 from xagents.utils.rmsprop import RMSpropTF1
+from xagents.utils.segments import SegmentBuffer, TrajectorySegment
+from xagents.utils.streams import REPLAY, random_stream
 
 EPSILON = 1e-6  # keeps probability ratios and logarithms finite
 

@@ -52,7 +52,7 @@ def test_a_save_on_the_other_backend_loads_and_acts_the_same(agent_class, settin
     np.save(observations, OBSERVATIONS)
     code = SAVE_IN_CHILD.format(name=agent_class.__name__, settings=settings)
     child = subprocess.run([sys.executable, '-c', code, str(tmp_path / 'saved'), str(observations)],
-                           capture_output=True, text=True, timeout=300,
+                           capture_output=True, text=True, timeout=300, check=False,
                            env={**os.environ, 'KERAS_BACKEND': OTHER_BACKEND, 'TF_CPP_MIN_LOG_LEVEL': '3'})
     assert child.returncode == 0, child.stderr[-3000:]
     expected = json.loads(child.stdout.strip().splitlines()[-1])
