@@ -60,7 +60,7 @@ class DDPG(OffPolicy):
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
             buffer_batch_size: Transitions per gradient step.
             update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
-            gradient_steps: Gradient steps per update, all run in one graph call.
+            gradient_steps: Gradient steps per update, all run in one compiled call.
             tau: Polyak coefficient of the target networks.
             noise_type: Exploration noise: normal_SIGMA, ou_SIGMA, adaptive-param_SIGMA or none,
                 comma-separated (Baselines' syntax), SIGMA relative to half the action range.

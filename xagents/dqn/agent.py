@@ -64,7 +64,7 @@ class DQN(OffPolicy):
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
             buffer_batch_size: Transitions per gradient step.
             update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
-            gradient_steps: Gradient steps per update, all run in one graph call.
+            gradient_steps: Gradient steps per update, all run in one compiled call.
             tau: Polyak coefficient of the target network (1 copies it).
             target_update_interval: Gradient steps between target network updates.
             epsilon_start: Exploration rate at the first step.

@@ -90,7 +90,7 @@ class SAC(OffPolicy):
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
             buffer_batch_size: Transitions per gradient step.
             update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
-            gradient_steps: Gradient steps per update, all run in one graph call.
+            gradient_steps: Gradient steps per update, all run in one compiled call.
             tau: Polyak coefficient of the target critics.
             alpha: A fixed entropy weight; default: tuned automatically towards target_entropy.
             initial_alpha: Starting entropy weight when it is tuned.
