@@ -3,7 +3,7 @@ steps in one compiled call (:mod:`xagents.backend`), and Polyak-averaged targets
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import gymnasium as gym
 import keras
@@ -13,13 +13,14 @@ from keras import ops
 from xagents import backend
 from xagents.agent.base import BaseAgent
 from xagents.utils.buffers import ReplayBuffer
-from xagents.utils.her import STRATEGIES, HerReplayBuffer, check_goal_space, goal_reward
-from xagents.utils.prioritized import PrioritizedReplayBuffer
 from xagents.utils.envs import frame_stacked
-from xagents.utils.masks import mask_kwargs as masked, random_valid
+from xagents.utils.her import STRATEGIES, HerReplayBuffer, check_goal_space, goal_reward
+from xagents.utils.masks import mask_kwargs as masked
+from xagents.utils.masks import random_valid
 from xagents.utils.memory import check_fits
 from xagents.utils.models import NumpyForward, Output, build_model, check_model, is_image_space
 from xagents.utils.observations import DictObservations
+from xagents.utils.prioritized import PrioritizedReplayBuffer
 from xagents.utils.streams import REPLAY, random_stream
 
 
@@ -161,8 +162,8 @@ class OffPolicy(BaseAgent):
                                        random_stream(self.seed, REPLAY))
         else:
             buffer_class = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-            buffer_kwargs = dict(alpha=priority_alpha, beta=priority_beta,
-                                 beta_steps=priority_beta_steps) if prioritized else {}
+            buffer_kwargs = {'alpha': priority_alpha, 'beta': priority_beta,
+                             'beta_steps': priority_beta_steps} if prioritized else {}
 
             def replay_buffer(capacity: int) -> ReplayBuffer:
                 return buffer_class(capacity, self.n_envs, envs.single_observation_space, stored_actions,

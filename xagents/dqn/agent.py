@@ -11,6 +11,7 @@ from xagents.agent.off_policy import OffPolicy
 from xagents.training.distributed import apex_exponent
 from xagents.utils.masks import masked_logits, masked_logits_np, random_valid
 from xagents.utils.models import Output
+from xagents.utils.multi_distributions import argmax
 
 
 class DQN(OffPolicy):
@@ -114,7 +115,7 @@ class DQN(OffPolicy):
         return masked_logits_np(self.q_values_np(observations), action_masks).argmax(-1)
 
     def greedy_graph(self, observations, action_masks=None):
-        return ops.argmax(masked_logits(self.q_values(self.model, observations), action_masks), -1)
+        return argmax(masked_logits(self.q_values(self.model, observations), action_masks))
 
     def explore(self, observations: np.ndarray, action_masks: np.ndarray | None = None) -> np.ndarray:
         greedy = self.policy(observations, action_masks=action_masks)
@@ -137,7 +138,8 @@ class DQN(OffPolicy):
         """``Q_targ(s', argmax_a' Q_pick(s', a'))``, the argmax over the actions ``next_action_masks`` allows."""
         next_q = self.q_values(self.target_model, next_observations)
         if self.double:
-            next_actions = ops.argmax(masked_logits(self.q_values(self.model, next_observations), next_action_masks), -1)
+            picked = self.q_values(self.model, next_observations)
+            next_actions = ops.argmax(masked_logits(picked, next_action_masks), -1)
         else:
             next_actions = ops.argmax(masked_logits(next_q, next_action_masks), -1)
         return taken(next_q, next_actions)

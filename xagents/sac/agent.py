@@ -13,6 +13,7 @@ from xagents.agent.off_policy import OffPolicy
 from xagents.utils.distributions import Categorical, StateDependentNoise
 from xagents.utils.masks import masked_logits, masked_logits_np
 from xagents.utils.models import Output
+from xagents.utils.multi_distributions import argmax
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 and Spinning Up clamp them
 SDE_MEAN_BOUND = 2.0  # gSDE's means are clipped to [-2, 2] before tanh, as Stable-Baselines3 does
@@ -166,7 +167,7 @@ class SAC(OffPolicy):
     def greedy_graph(self, observations, action_masks=None):
         outputs = self.actor(observations)
         if self.discrete:
-            return ops.argmax(masked_logits(outputs, action_masks), -1)
+            return argmax(masked_logits(outputs, action_masks))
         if self.use_sde:
             return ops.tanh(ops.clip(outputs[0], -SDE_MEAN_BOUND, SDE_MEAN_BOUND))
         return ops.tanh(ops.split(outputs, 2, axis=-1)[0])

@@ -245,12 +245,12 @@ def test_sac_step_moves_actor_critic_and_alpha_and_the_target_by_polyak_only(alp
 
 # -------------------------------------------------------------------- train, save and load
 VARIANTS = [
-    (DQN, 'CartPole-v1', dict(double=True, dueling=True, prioritized=True, return_steps=3)),
+    (DQN, 'CartPole-v1', {'double': True, 'dueling': True, 'prioritized': True, 'return_steps': 3}),
     (DDPG, 'Pendulum-v1', {}),
     (TD3, 'Pendulum-v1', {}),
     (SAC, 'Pendulum-v1', {}),
     (SAC, 'CartPole-v1', {}),
-    (SAC, 'Pendulum-v1', dict(use_sde=True)),
+    (SAC, 'Pendulum-v1', {'use_sde': True}),
 ]
 
 
