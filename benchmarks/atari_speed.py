@@ -34,7 +34,7 @@ import tensorflow as tf  # noqa: E402
 from update_flops import matmul_rate  # noqa: E402  (beside this script)
 
 from xagents import PPO  # noqa: E402
-from xagents.utils.envs import create_envs  # noqa: E402
+from xagents.envs.creation import create_envs  # noqa: E402
 
 logger = logging.getLogger('benchmarks.atari_speed')
 

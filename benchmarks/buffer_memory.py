@@ -12,9 +12,9 @@ import time
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.buffers import ReplayBuffer
-from xagents.utils.prioritized import PrioritizedReplayBuffer
-from xagents.utils.segments import SegmentBuffer
+from xagents.replay.buffers import ReplayBuffer
+from xagents.replay.prioritized import PrioritizedReplayBuffer
+from xagents.replay.segments import SegmentBuffer
 
 OBSERVATION_SPACE = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
 ACTION_SPACE = gym.spaces.Discrete(6)

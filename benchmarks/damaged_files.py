@@ -23,7 +23,7 @@ import zipfile
 import numpy as np
 
 from xagents import DQN, PPO
-from xagents.utils.buffer_state import fields
+from xagents.replay.buffer_state import fields
 
 
 def offsets(path: str, stride: int) -> list[int]:

@@ -20,7 +20,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import numpy as np  # noqa: E402
 
 from xagents.ppo import PPO  # noqa: E402
-from xagents.utils.export import FORMATS, load_exported  # noqa: E402
+from xagents.storage.export import FORMATS, load_exported  # noqa: E402
 
 
 def median_latency(act, observation: np.ndarray, calls: int) -> float:

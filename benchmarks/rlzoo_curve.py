@@ -18,7 +18,7 @@ import tempfile
 
 import pandas as pd
 
-from xagents.utils.history import History, plot_history, read_history
+from xagents.storage.history import History, plot_history, read_history
 
 
 def monitor_games(run: str) -> pd.DataFrame:

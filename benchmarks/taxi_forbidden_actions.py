@@ -5,7 +5,7 @@ benchmarks/taxi_forbidden_actions.py`` (about 90 s on 2 cores); the numbers are 
 """
 import gymnasium as gym
 import xagents
-from xagents.utils.envs import AUTORESET_MODE, one_hot_observations
+from xagents.envs.creation import AUTORESET_MODE, one_hot_observations
 
 
 class Count(gym.Wrapper):

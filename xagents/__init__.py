@@ -11,7 +11,7 @@ __all__ = [entry.partition(':')[2] for entry in _AGENTS.values()] + ['evaluate',
 def __getattr__(name: str):
     """Import agents (and Keras with its backend, quietly) only when one is asked for, keeping ``xagents --help`` fast."""
     if name == 'check_env':  # no TensorFlow
-        from xagents.utils.check_env import check_env
+        from xagents.envs.check_env import check_env
         return check_env
     if name in __all__:
         from xagents.registry import agent_class

@@ -7,7 +7,7 @@ from keras import ops
 
 from xagents import backend
 from xagents.agent.on_policy import OnPolicy
-from xagents.utils.rmsprop import RMSpropTF1
+from xagents.maths.rmsprop import RMSpropTF1
 
 
 OPTIMIZERS = ('rmsprop', 'adam')

@@ -10,12 +10,12 @@ from keras import ops
 
 from xagents import backend
 from xagents.agent.base import BaseAgent
-from xagents.utils.envs import frame_stacked
+from xagents.envs.creation import frame_stacked
 from xagents.utils.memory import check_fits
-from xagents.utils.models import Output, build_model
-from xagents.utils.optimization import retrace_targets, trust_region_projection
-from xagents.utils.rmsprop import RMSpropTF1
-from xagents.utils.segments import SegmentBuffer, TrajectorySegment
+from xagents.networks.models import Output, build_model
+from xagents.maths.optimization import retrace_targets, trust_region_projection
+from xagents.maths.rmsprop import RMSpropTF1
+from xagents.replay.segments import SegmentBuffer, TrajectorySegment
 from xagents.utils.streams import REPLAY, random_stream
 
 EPSILON = 1e-6  # keeps probability ratios and logarithms finite

@@ -34,16 +34,16 @@ from xagents.training.distributed import WorkerPool
 from xagents.training.evaluation import EvaluationResult, evaluate
 from xagents.training.fit import train
 from xagents.training.run import Episode, Run, checked_callbacks
-from xagents.utils.distributions import StateDependentNoise
-from xagents.utils.envs import ENV_PARAMETERS, create_envs
-from xagents.utils.history import History
-from xagents.utils.masks import mask_kwargs, mask_size
-from xagents.utils.models import (PRECISIONS, Forward, Output, build_model, check_model, check_precision,
+from xagents.maths.distributions import StateDependentNoise
+from xagents.envs.creation import ENV_PARAMETERS, create_envs
+from xagents.storage.history import History
+from xagents.envs.masks import mask_kwargs, mask_size
+from xagents.networks.models import (PRECISIONS, Forward, Output, build_model, check_model, check_precision,
                                   computing_in_float32, is_image_space)
 from xagents.utils.names import unknown_method, unknown_parameter
-from xagents.utils.presets import read_presets
-from xagents.utils.recurrence import Memory, given_memory, memory_kwargs
-from xagents.utils.spaces import agents_taking, check_action_space, one_line
+from xagents.envs.presets import read_presets
+from xagents.networks.recurrence import Memory, given_memory, memory_kwargs
+from xagents.envs.spaces import agents_taking, check_action_space, one_line
 from xagents.utils.streams import ACTING, random_stream
 from xagents.utils.validation import KEPT, RENAMED, validated
 
@@ -86,7 +86,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         """Check the env against the agent and set up the shared machinery.
 
         Args:
-            envs: A Gymnasium vector env (see ``xagents.utils.envs.create_envs``).
+            envs: A Gymnasium vector env (see ``xagents.envs.creation.create_envs``).
             lr: Learning rate.
             lr_decay_steps: Anneal learning rates linearly to 0 over this many steps (RL Zoo's schedule).
             gamma: Discount factor.
@@ -187,7 +187,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             if name in ENV_PARAMETERS:
                 raise TypeError(f'{cls.__name__} takes envs already made, and {name} is how envs are made: '
                                 f"{cls.__name__}.from_env('CartPole-v1', {name}=...) or "
-                                f'xagents.utils.envs.create_envs(..., {name}=...)')
+                                f'xagents.envs.creation.create_envs(..., {name}=...)')
             if name not in known:
                 fit = {setting: f'fit({setting}=...)' for setting in inspect.signature(BaseAgent.fit).parameters}
                 raise unknown_parameter(cls.__name__, name, known, fit)
@@ -283,7 +283,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
 
     def check_keras_model(self, model: keras.Model, role: str) -> None:
         """Refuse a Keras model on Dict observations (models there take the packed vector a .cfg model splits), or
-        one computing in float32 under ``precision='bf16'`` (see :func:`~xagents.utils.models.check_precision`)."""
+        one computing in float32 under ``precision='bf16'`` (see :func:`~xagents.networks.models.check_precision`)."""
         if self.dict_observations is not None:
             raise ValueError(f"{type(self).__name__}'s {role}: Dict observations need a .cfg model (each key's "
                              f'layers given with input=KEY), got a Keras model')
@@ -345,7 +345,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         """Write the agent to directory ``path``: every model with its optimizer state, the
         hyperparameters it was built with, its env, step counter, identity, normalisation statistics
         and random state, and (``include_buffer``) its replay buffer. ``load`` rebuilds it from that
-        alone. A kill while saving leaves the previous save of ``path`` whole (see ``utils.saved``).
+        alone. A kill while saving leaves the previous save of ``path`` whole (see ``xagents.storage.saved``).
 
         Returns:
             ``path``.
@@ -398,7 +398,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                 + [self.graph_random.state])
 
     def acting(self, *models: keras.Model) -> Forward:
-        """The forward pass the agent acts with (see :class:`xagents.utils.models.Forward`), kept in
+        """The forward pass the agent acts with (see :class:`xagents.networks.models.Forward`), kept in
         step with the weights by :meth:`on_weights_changed`."""
         forward = Forward(*models)
         self.forwards.append(forward)
@@ -509,7 +509,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         """
         if backend.NAME != 'tensorflow':
             return persistence.export_through_tensorflow(self, path, format, action_mask)
-        from xagents.utils.export import export_policy
+        from xagents.storage.export import export_policy
 
         size = mask_size(self.envs.single_action_space) if action_mask else None
         if action_mask:
@@ -653,7 +653,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         Returns:
             Each game's score and length.
         """
-        from xagents.utils.play import play_episodes
+        from xagents.training.play import play_episodes
 
         games = play_episodes(self, env_id, video_dir, frame_dir, frame_frequency, max_steps, render,
                               0 if seed is None else seed, episodes)

@@ -8,7 +8,7 @@ import inspect
 import logging
 from typing import Iterable
 
-from xagents.utils.envs import as_vector_env
+from xagents.envs.creation import as_vector_env
 
 logger = logging.getLogger('xagents')
 

@@ -1,5 +1,5 @@
 """Observing: the observation side of an agent: which spaces it takes, Dict observations packed into the one
-vector its models and buffers see (:mod:`xagents.utils.observations`), and the running normalisation of vector
+vector its models and buffers see (:mod:`xagents.envs.observations`), and the running normalisation of vector
 observations (per element, so per key of a Dict; images and one-hot codes are never scaled)."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from gymnasium.wrappers.utils import RunningMeanStd
 import xagents.utils.quiet_keras  # noqa: F401  (first: Keras loads quietly)
 from keras import ops
 
-from xagents.utils.envs import one_hot_size
-from xagents.utils.models import is_image_space
-from xagents.utils.observations import NUMBERS, DictObservations, ObservationError, check_observation_space
+from xagents.envs.creation import one_hot_size
+from xagents.networks.models import is_image_space
+from xagents.envs.observations import NUMBERS, DictObservations, ObservationError, check_observation_space
 
 Tensor = Any  # a tensor of the Keras backend, or what converts to one
 
@@ -51,7 +51,7 @@ class Observing:
 
     def encoded(self, observations, rows: str = 'row') -> np.ndarray:
         """A batch of the env's observations as the agent takes them: Dict ones packed (checked: an
-        :class:`~xagents.utils.observations.ObservationError` names the key and its row, ``rows`` saying what one
+        :class:`~xagents.envs.observations.ObservationError` names the key and its row, ``rows`` saying what one
         is), others as they are."""
         return observations if self.dict_observations is None else self.dict_observations.pack(observations, rows)
 

@@ -12,15 +12,16 @@ from keras import ops
 
 from xagents import backend
 from xagents.agent.base import BaseAgent
-from xagents.utils.buffers import ReplayBuffer
-from xagents.utils.envs import frame_stacked
-from xagents.utils.her import STRATEGIES, HerReplayBuffer, check_goal_space, goal_reward
-from xagents.utils.masks import mask_kwargs as masked
-from xagents.utils.masks import random_valid
+from xagents.replay.buffers import ReplayBuffer
+from xagents.envs.creation import frame_stacked
+from xagents.envs.goal_envs import check_goal_space
+from xagents.replay.her import STRATEGIES, HerReplayBuffer, goal_reward
+from xagents.envs.masks import mask_kwargs as masked
+from xagents.envs.masks import random_valid
 from xagents.utils.memory import check_fits
-from xagents.utils.models import NumpyForward, Output, build_model, check_model, is_image_space
-from xagents.utils.observations import DictObservations
-from xagents.utils.prioritized import PrioritizedReplayBuffer
+from xagents.networks.models import NumpyForward, Output, build_model, check_model, is_image_space
+from xagents.envs.observations import DictObservations
+from xagents.replay.prioritized import PrioritizedReplayBuffer
 from xagents.utils.streams import REPLAY, random_stream
 
 
@@ -45,7 +46,7 @@ class OffPolicy(BaseAgent):
     Box actions live in ``[-1, 1]`` inside the agent and the buffer and are scaled to the env's
     bounds when sent. Small MLP policies act in NumPy on a copy of their weights.
 
-    With ``her`` (goal envs) the buffer is a :class:`~xagents.utils.her.HerReplayBuffer`: part of every sampled
+    With ``her`` (goal envs) the buffer is a :class:`~xagents.replay.her.HerReplayBuffer`: part of every sampled
     batch gets goals achieved later in its episode and their rewards, relabelled on raw observations that
     :meth:`update` then normalises as any others.
 

@@ -11,14 +11,14 @@ from keras import ops
 from gymnasium.wrappers.utils import RunningMeanStd
 
 from xagents.agent.base import BaseAgent
-from xagents.utils.buffers import Rollout, RolloutBuffer
-from xagents.utils.distributions import DiagGaussian, StateDependentNoise, distribution_for
-from xagents.utils.masks import masked_logits, masked_logits_np
+from xagents.replay.buffers import Rollout, RolloutBuffer
+from xagents.maths.distributions import DiagGaussian, StateDependentNoise, distribution_for
+from xagents.envs.masks import masked_logits, masked_logits_np
 from xagents.utils.memory import check_fits
-from xagents.utils.models import Output
-from xagents.utils.recurrence import Memory, check_kind, in_sequences
-from xagents.utils.returns import gae
-from xagents.utils.spaces import flat_actions
+from xagents.networks.models import Output
+from xagents.networks.recurrence import Memory, check_kind, in_sequences
+from xagents.maths.returns import gae
+from xagents.envs.spaces import flat_actions
 
 
 def check_rollout_fits(observation_space: gym.Space, n_envs: int, n_steps: int) -> None:
@@ -38,8 +38,8 @@ class OnPolicy(BaseAgent):
     costs more than the whole forward pass), otherwise in one compiled call per vector step.
     Truncated episodes are bootstrapped: ``gamma * V(final observation)`` joins the last reward.
     Actions may be Discrete, Box, MultiDiscrete (independent categoricals, one per sub-space) or
-    MultiBinary (independent Bernoullis, one per bit); see :func:`xagents.utils.distributions.distribution_for`.
-    With action masks, masked logits (:func:`xagents.utils.masks.masked_logits`) are what actions are drawn
+    MultiBinary (independent Bernoullis, one per bit); see :func:`xagents.maths.distributions.distribution_for`.
+    With action masks, masked logits (:func:`xagents.envs.masks.masked_logits`) are what actions are drawn
     from and what log-probabilities and entropies are computed from, in collection and in every epoch.
     """
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Sequence
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.atomic import atomic_write, check_writable
-from xagents.utils.buffer_state import buffer_state, restore_buffer_state
-from xagents.utils.checkpoints import checkpoint_arrays, read_checkpoint, save_checkpoint, write_checkpoint
-from xagents.utils.envs import ENV_PARAMETERS, as_vector_env, create_envs, env_settings, vector_settings
-from xagents.utils.history import check_identity
-from xagents.utils.readback import damaged, read_arrays
-from xagents.utils.saved import (FIX, MANIFEST, check_settings, json_values, read_manifest, saved_agent, saved_file,
+from xagents.storage.atomic import atomic_write, check_writable
+from xagents.replay.buffer_state import buffer_state, restore_buffer_state
+from xagents.storage.checkpoints import checkpoint_arrays, read_checkpoint, save_checkpoint, write_checkpoint
+from xagents.envs.creation import ENV_PARAMETERS, as_vector_env, create_envs, env_settings, vector_settings
+from xagents.storage.history import check_identity
+from xagents.storage.readback import damaged, read_arrays
+from xagents.storage.saved import (FIX, MANIFEST, check_settings, json_values, read_manifest, saved_agent, saved_file,
                                  write_manifest)
 
 if TYPE_CHECKING:

@@ -12,11 +12,11 @@ import numpy as np
 
 from xagents.training.distributed import WorkerPool
 from xagents.training.run import Episode
-from xagents.utils.envs import EnvError, EpisodeScores, check_finite, env_call, env_name
-from xagents.utils.masks import (WHO_MASKS, MaskError, MaskReader, as_mask, check_masks, final_masks, mask_segments,
+from xagents.envs.creation import EnvError, EpisodeScores, check_finite, env_call, env_name
+from xagents.envs.masks import (WHO_MASKS, MaskError, MaskReader, as_mask, check_masks, final_masks, mask_segments,
                                  mask_size, unused_masks)
-from xagents.utils.observations import ObservationError, observation_problem
-from xagents.utils.spaces import one_line
+from xagents.envs.observations import ObservationError, observation_problem
+from xagents.envs.spaces import one_line
 
 logger = logging.getLogger('xagents')
 
@@ -83,7 +83,7 @@ class EnvStepping:
     def check_observations(self, observations, call: str) -> None:
         """Refuse a vector env's batch of Box observations of another shape than ``(n_envs, *space)``, or not of
         numbers, in one :class:`EnvError` naming ``call`` and the env step (envs made by ``create_envs`` check each
-        env's first, :class:`~xagents.utils.observations.CheckedObservations`; Dict ones are checked as packed)."""
+        env's first, :class:`~xagents.envs.observations.CheckedObservations`; Dict ones are checked as packed)."""
         if self.dict_observations is not None:
             return
         expected = (self.envs.num_envs, *self.envs.single_observation_space.shape)
@@ -120,7 +120,7 @@ class EnvStepping:
         return {name: observations}
 
     def take_masks(self, info: dict, dones: np.ndarray | None = None) -> None:
-        """Note the action masks a reset or step gave with ``info`` (see :mod:`xagents.utils.masks`): ``masks``, of
+        """Note the action masks a reset or step gave with ``info`` (see :mod:`xagents.envs.masks`): ``masks``, of
         the observations it returned, and ``final_step_masks``, of a step's final observations. Both stay None
         when the envs offer none, masking is off (``action_masks=False``) or the agent does not mask (which it
         says once, at the first reset, when the envs offer masks).
@@ -150,8 +150,8 @@ class EnvStepping:
 
     def mask_reader(self, envs: gym.vector.VectorEnv | gym.Env) -> Callable[[dict], np.ndarray | None]:
         """What reads the action masks of ``envs`` (or a single env) from a reset's or step's info for :meth:`act`
-        (evaluation, play): a :class:`~xagents.utils.masks.MaskReader` whose faults (a mask that is not one boolean
-        per action, or allows none) are an :class:`~xagents.utils.envs.EnvError`, or None for every info when
+        (evaluation, play): a :class:`~xagents.envs.masks.MaskReader` whose faults (a mask that is not one boolean
+        per action, or allows none) are an :class:`~xagents.envs.creation.EnvError`, or None for every info when
         the agent acts without masks."""
         space = envs.single_action_space if isinstance(envs, gym.vector.VectorEnv) else envs.action_space
         if not (self.action_masks and self.masks_actions and mask_size(space) is not None):
@@ -171,7 +171,7 @@ class EnvStepping:
 
     def checked_masks(self, masks, batch: int) -> np.ndarray:
         """``masks`` given for ``batch`` observations (``(n,)`` for one) as ``(batch, n)`` booleans, or a one-line
-        ValueError (:class:`~xagents.utils.masks.MaskError`): masks that are not booleans or 0/1, of another
+        ValueError (:class:`~xagents.envs.masks.MaskError`): masks that are not booleans or 0/1, of another
         shape, allowing no action, or given to an agent or action space that takes none."""
         space = self.envs.single_action_space
         segments = mask_segments(space)

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from xagents.utils.atomic import atomic_write
-from xagents.utils.readback import damaged, read_json
+from xagents.storage.atomic import atomic_write
+from xagents.storage.readback import damaged, read_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,7 +114,7 @@ SUITES = {
             flags=('--lr', '1e-3', '--buffer-max-size', '50000', '--buffer-initial-size', '1000',
                    '--buffer-batch-size', '64', '--update-every', '16', '--gradient-steps', '8',
                    '--target-update-interval', '250', '--epsilon-decay-steps', '50000', '--epsilon-end', '0.05')),
-        *(Job(agent, 'xagents.utils.toy_envs:MatchTargets-v0', 10, 100_000, 1_000,
+        *(Job(agent, 'xagents.envs.toy_envs:MatchTargets-v0', 10, 100_000, 1_000,
               flags=('--env-kwargs', 'action_type=multi_discrete')) for agent in ('ppo', 'a2c')),
     ],
     # Memory: classic control with the velocities hidden (RL Zoo's NoVel ids) for recurrent PPO with RL Zoo's
@@ -392,7 +392,7 @@ def metric_of(record: dict) -> str:
 def random_score(env_id: str, episodes: int = 10, seed: int = 0, metric: str = 'reward') -> float:
     """Mean return (or success rate) of a uniformly random policy on ``env_id`` (made as agents get it): a
     normalised score's 0."""
-    from xagents.utils.envs import make_env
+    from xagents.envs.creation import make_env
 
     env, returns = make_env(env_id), []
     env.action_space.seed(seed)

@@ -18,7 +18,7 @@ from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, loca
 from xagents.app.command import interrupted
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import BACKENDS, CommandOutput, load_keras, use_backend
-from xagents.utils.presets import read_presets
+from xagents.envs.presets import read_presets
 from xagents.app.signatures import static_constructors, static_function
 
 COMMANDS = {
@@ -54,7 +54,7 @@ def usage() -> str:
 # Flags come from the signatures read from source (xagents.app.signatures): help and bad flags are
 # answered without loading TensorFlow.
 def env_flags() -> list[Flag]:
-    return flags_of([static_function('xagents.utils.envs', 'create_envs')], skip={'seed'})
+    return flags_of([static_function('xagents.envs.creation', 'create_envs')], skip={'seed'})
 
 
 def base_flags(*methods: str, skip: set[str] | frozenset = frozenset()) -> list[Flag]:
@@ -156,8 +156,8 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
 
     args = vars(build_parser(command, agent, requested_env(argv)).parse_args(argv))
     load_keras()  # once the flags parsed: a misspelt flag is refused without it
-    from xagents.utils.checkpoints import NonFiniteError
-    from xagents.utils.envs import EnvError, close_envs
+    from xagents.storage.checkpoints import NonFiniteError
+    from xagents.envs.creation import EnvError, close_envs
 
     env_id = args.pop('env')
     weights = args.pop('weights', None)
@@ -263,7 +263,7 @@ def new_run_folder(agent: str, env_id: str) -> list[str]:
     Raises:
         ValueError: no folder can be made there.
     """
-    from xagents.utils.atomic import check_writable
+    from xagents.storage.atomic import check_writable
 
     parent = os.path.join(RUNS, agent)
     check_writable(parent, directory=True)
@@ -310,9 +310,9 @@ def run_plot(argv: list[str]) -> None:
         parser.print_help()
         return
     args = parser.parse_args(argv)
-    from xagents.utils.history import plot_history
+    from xagents.storage.history import plot_history
 
-    from xagents.utils.atomic import check_writable
+    from xagents.storage.atomic import check_writable
 
     labels = args.labels or [os.path.basename(path) for path in args.histories]
     try:
@@ -456,7 +456,7 @@ def run_benchmark_command(argv: list[str]) -> None:
     jobs = [dataclasses.replace(job, steps=budget or job.steps, max_seeds=None if args.all_seeds else job.max_seeds,
                                 eval_frequency=args.eval_frequency or (max(1, budget // 10) if budget else job.eval_frequency))
             for job in jobs]
-    from xagents.utils.atomic import check_writable
+    from xagents.storage.atomic import check_writable
 
     if args.summarize_only and not os.path.isdir(os.path.join(args.output, 'runs')):
         fail(f'xagents benchmark: error: no finished run of these in {args.output}')
@@ -496,7 +496,7 @@ def run_check_env(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.steps < 0:
         fail(f'xagents check-env: error: expected --steps >= 0, got {args.steps}')
-    from xagents.utils.check_env import check_env
+    from xagents.envs.check_env import check_env
 
     try:
         result = check_env(args.env, dict(args.env_kwargs), args.observation_keys, steps=args.steps, seed=args.seed)
@@ -519,7 +519,7 @@ def kept_files(instance, run_args: dict, verb: str = 'of the last good point kep
     """What a run that stopped early leaves, as it is on disk: '; weights (w.tf), history (h.parquet) and agent
     (sd/step-000000004096) saved' (``verb``; the agent is the latest save in the save_dir), and which asked-for files
     were not written at all."""
-    from xagents.utils.saved import latest_save
+    from xagents.storage.saved import latest_save
 
     if instance is None or not instance.training_started:
         return ''

@@ -14,7 +14,7 @@ from optuna.distributions import (BaseDistribution, CategoricalDistribution, Flo
                                   IntDistribution)
 
 from xagents.app.flags import Flag, constructors, flags_of
-from xagents.utils.envs import create_envs
+from xagents.envs.creation import create_envs
 from xagents.utils.validation import check_value
 
 SCALES = {

@@ -56,10 +56,10 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage, fail_stale_trials
 from optuna.trial import TrialState
 
-from xagents.utils.checkpoints import NonFiniteError
+from xagents.storage.checkpoints import NonFiniteError
 from xagents.utils.console import console_logging
-from xagents.utils.atomic import check_writable
-from xagents.utils.envs import close_envs, env_spec
+from xagents.storage.atomic import check_writable
+from xagents.envs.creation import close_envs, env_spec
 from xagents.app.search_space import SearchSpace, agent_name, flag_words, hyperparameter_flags, search_space
 from xagents.app.study import (HEARTBEAT_INTERVAL, PRUNERS, SAMPLERS, TARGET_ATTR, make_pruner, make_sampler, one_line,
                                open_storage, open_study)

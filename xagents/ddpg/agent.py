@@ -10,7 +10,7 @@ from xagents import backend
 from xagents.agent.off_policy import OffPolicy
 from xagents.ddpg.noise import AdaptiveParamNoise, NormalActionNoise, OrnsteinUhlenbeckActionNoise, parse_noise_type
 from xagents.training.distributed import apex_exponent
-from xagents.utils.models import Output
+from xagents.networks.models import Output
 
 PARAM_NOISE_ADAPTION_INTERVAL = 50  # env steps between adaptive parameter noise adaptations (Baselines)
 

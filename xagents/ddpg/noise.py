@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # parse_noise_type is read by the command line before TensorFlow loads
-    from xagents.utils.models import NumpyForward
+    from xagents.networks.models import NumpyForward
 
 NOISE_KINDS = ('normal', 'ou', 'adaptive-param')
 

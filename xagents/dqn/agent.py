@@ -9,9 +9,9 @@ from keras import ops
 from xagents import backend
 from xagents.agent.off_policy import OffPolicy
 from xagents.training.distributed import apex_exponent
-from xagents.utils.masks import masked_logits, masked_logits_np, random_valid
-from xagents.utils.models import Output
-from xagents.utils.multi_distributions import argmax
+from xagents.envs.masks import masked_logits, masked_logits_np, random_valid
+from xagents.networks.models import Output
+from xagents.maths.multi_distributions import argmax
 
 
 class DQN(OffPolicy):

@@ -9,7 +9,7 @@ from keras import ops
 
 from xagents import backend
 from xagents.agent.on_policy import OnPolicy
-from xagents.utils.optimization import minibatch_epochs, standardized
+from xagents.maths.optimization import minibatch_epochs, standardized
 
 
 class PPO(OnPolicy):

@@ -10,10 +10,10 @@ from keras import ops
 
 from xagents import backend
 from xagents.agent.off_policy import OffPolicy
-from xagents.utils.distributions import Categorical, StateDependentNoise
-from xagents.utils.masks import masked_logits, masked_logits_np
-from xagents.utils.models import Output
-from xagents.utils.multi_distributions import argmax
+from xagents.maths.distributions import Categorical, StateDependentNoise
+from xagents.envs.masks import masked_logits, masked_logits_np
+from xagents.networks.models import Output
+from xagents.maths.multi_distributions import argmax
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # as Stable-Baselines3 and Spinning Up clamp them
 SDE_MEAN_BOUND = 2.0  # gSDE's means are clipped to [-2, 2] before tanh, as Stable-Baselines3 does

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 
 from xagents.acer import ACER
-from xagents.utils.segments import SegmentBuffer, TrajectorySegment
-from xagents.utils.optimization import retrace_targets, trust_region_projection
+from xagents.replay.segments import SegmentBuffer, TrajectorySegment
+from xagents.maths.optimization import retrace_targets, trust_region_projection
 
 def test_retrace_targets_three_steps_by_hand():
     # Two envs, T = 3, gamma = 0.9, columns: env 0 | env 1 (whose episode ends after step 1).
@@ -85,7 +85,7 @@ def test_segment_buffer_ring_and_sampling():
 def test_atari_segments_store_each_frame_once_and_rebuild_every_stack():
     """Real Breakout frames, with lives lost inside segments: every sampled observation equals the
     stack the env emitted, and a segment costs n_steps + 4 frames per env instead of 4 (n_steps + 1)."""
-    from xagents.utils.envs import create_envs
+    from xagents.envs.creation import create_envs
 
     envs = create_envs('BreakoutNoFrameskip-v4', n_envs=2, seed=0)
     space, steps = envs.single_observation_space, 20

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from xagents import PPO
-from xagents.utils.ale_vector import AleVectorEnv
-from xagents.utils.envs import create_envs, vector_settings
+from xagents.envs.ale_vector import AleVectorEnv
+from xagents.envs.creation import create_envs, vector_settings
 
 
 def stepped_side_by_side(env_id: str, steps: int, **settings):
@@ -139,7 +139,7 @@ def test_an_agent_saved_on_it_loads_on_it(tmp_path):
 
 
 def test_games_built_in_groups_step_and_reset_as_one_vector_env(monkeypatch):
-    import xagents.utils.ale_vector as ale_vector
+    import xagents.envs.ale_vector as ale_vector
 
     settings = {'n_envs': 5, 'noop_max': 0, 'fire_reset': False, 'seed': 0}
     whole = create_envs('BreakoutNoFrameskip-v4', ale_vector=True, **settings)

@@ -12,7 +12,7 @@ import pytest
 
 import xagents
 from xagents import A2C, DQN, PPO, SAC
-from xagents.utils.envs import AUTORESET_MODE
+from xagents.envs.creation import AUTORESET_MODE
 
 
 def cartpole_observations(n: int = 100) -> np.ndarray:
@@ -89,7 +89,7 @@ def test_a_loaded_agent_with_its_buffer_makes_the_same_next_update(workdir, agen
     loaded = agent_class.load('saved')
     assert loaded.buffer.steps == agent.buffer.steps >= 400
     # The buffer file holds the rows in use, not the capacity's zeros; loaded, every array is as it was.
-    from xagents.utils.buffer_state import _stateful_parts
+    from xagents.replay.buffer_state import _stateful_parts
 
     arrays = {(prefix, name): value for prefix, part in _stateful_parts(agent.buffer).items()
               for name, value in vars(part).items() if isinstance(value, np.ndarray)}
@@ -362,7 +362,7 @@ def test_export_command_writes_a_policy_that_acts_as_predict(trained_ppo, workdi
     if format == 'onnx':
         pytest.importorskip('onnxruntime')
         pytest.importorskip('tf2onnx')
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     trained_ppo.save('saved')
     status, out, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'saved',
@@ -406,7 +406,7 @@ def test_the_command_line_plays_and_exports_weights_trained_with_normalisation(t
     status, _, err = xagents_cli('export', 'ppo', '--env', 'CartPole-v1', '--weights', 'w.tf', '--path', 'p.onnx',
                                  '--format', 'onnx')
     assert status == 0, err
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     observations = cartpole_observations()  # the policy normalises as it was trained to, not as a plain agent
     np.testing.assert_array_equal(load_exported('p.onnx', 'onnx')(observations), trained_ppo.predict(observations)[0])

@@ -11,7 +11,7 @@ from keras import ops
 from xagents.acer import ACER
 from xagents.tests.test_maths import LN3, acer_update_by_hand
 from xagents.tests.test_off_policy import linear
-from xagents.utils.envs import create_envs
+from xagents.envs.creation import create_envs
 
 pytestmark = pytest.mark.backends
 

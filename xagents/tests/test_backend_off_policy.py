@@ -18,7 +18,7 @@ from xagents.sac import SAC
 from xagents.td3 import TD3
 from xagents.tests.test_maths import tanh_actor
 from xagents.tests.test_off_policy import changed, filled, freeze, linear, weights
-from xagents.utils.envs import create_envs
+from xagents.envs.creation import create_envs
 
 pytestmark = pytest.mark.backends
 

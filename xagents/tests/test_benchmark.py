@@ -206,7 +206,7 @@ def test_the_spaces_and_goals_suites_runs_parse_and_their_envs_take_their_agents
     from xagents.app.benchmark import command_of
     from xagents.app.cli import build_parser
     from xagents.registry import AGENTS
-    from xagents.utils.check_env import check_env
+    from xagents.envs.check_env import check_env
 
     if job.env.startswith('minigrid:'):
         pytest.importorskip('minigrid')

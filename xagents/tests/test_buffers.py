@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from gymnasium.wrappers import FrameStackObservation, TimeLimit
 
-from xagents.utils.buffers import ReplayBatch, ReplayBuffer
-from xagents.utils.prioritized import PrioritizedReplayBuffer, SumTree
+from xagents.replay.buffers import ReplayBatch, ReplayBuffer
+from xagents.replay.prioritized import PrioritizedReplayBuffer, SumTree
 
 BUFFERS = [ReplayBuffer, PrioritizedReplayBuffer]
 

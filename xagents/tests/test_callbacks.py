@@ -10,8 +10,8 @@ import pytest
 
 from xagents import DQN, PPO
 from xagents.training.callbacks import Callback
-from xagents.utils.checkpoints import read_checkpoint
-from xagents.utils.history import read_history
+from xagents.storage.checkpoints import read_checkpoint
+from xagents.storage.history import read_history
 
 
 class Recorder(Callback):
@@ -100,7 +100,7 @@ def test_before_a_full_window_the_checkpoint_holds_the_latest_weights_and_says_s
     assert status == 0, err
     assert 'of the 100 episodes a best mean reward needs finished: w.tf holds the latest weights, not a best' in out
     assert 'best reward n/a' in out
-    from xagents.utils.checkpoints import read_checkpoint
+    from xagents.storage.checkpoints import read_checkpoint
 
     assert read_checkpoint('w.tf').steps == 256  # the weights of the run's end, beside its history
 

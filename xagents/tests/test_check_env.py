@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import xagents
-from xagents.utils.check_env import MASKING_AGENTS
+from xagents.envs.check_env import MASKING_AGENTS
 
 
 class WrongShape(gym.Env):
@@ -110,7 +110,7 @@ def test_a_one_level_dict_env_passes():
 
 
 def test_multi_discrete_actions_name_the_agents_that_take_them():
-    result = xagents.check_env('xagents.utils.toy_envs:MatchTargets-v0', steps=10)
+    result = xagents.check_env('xagents.envs.toy_envs:MatchTargets-v0', steps=10)
     assert result.ok and result.agents == ('PPO', 'A2C', 'TRPO')
 
 
@@ -172,7 +172,7 @@ def test_cli_help_loads_no_tensorflow():
 
 
 # --------------------------------------------------------------------------------- Stable-Baselines3's checks
-from xagents.utils.goal_envs import BitFlipping, PointReach  # noqa: E402
+from xagents.envs.goal_envs import BitFlipping, PointReach  # noqa: E402
 
 
 class ShapedReach(PointReach):
@@ -278,7 +278,7 @@ def test_images_declared_uint8_that_arrive_as_floats_fail_as_agents_would_at_res
                              'vector envs refuse that cast (agents fail at reset): return uint8 observations, or '
                              'declare float32 ones']
     from xagents import PPO
-    from xagents.utils.envs import EnvError
+    from xagents.envs.creation import EnvError
 
     with pytest.raises(EnvError, match="Cannot cast array data from dtype\\('float32'\\) to dtype\\('uint8'\\)"):
         PPO(Images(np.float32)).fit(max_steps=8)

@@ -10,7 +10,7 @@ import pytest
 
 import xagents
 from xagents.registry import AGENTS
-from xagents.utils.history import plot_history
+from xagents.storage.history import plot_history
 
 
 def test_bare_command_prints_version_usage_and_commands(xagents_cli):
@@ -288,7 +288,7 @@ def test_a_python_script_shows_progress_and_no_tensorflow_noise(workdir):
 
 
 @pytest.mark.parametrize('module', ['xagents.utils.common', 'xagents.app.tuning', 'xagents.agent.base',
-                                    'xagents.utils.export'])
+                                    'xagents.storage.export'])
 def test_importing_a_module_the_readme_names_prints_no_tensorflow_noise(module):
     env = {key: value for key, value in os.environ.items() if key != 'TF_CPP_MIN_LOG_LEVEL'}
     result = subprocess.run([sys.executable, '-c', f'import {module}; from xagents import PPO'], capture_output=True,

@@ -19,7 +19,7 @@ import pytest
 
 from xagents import DQN, PPO
 from xagents.training.callbacks import Saves
-from xagents.utils.history import read_history
+from xagents.storage.history import read_history
 
 SMALL = ['--env', 'CartPole-v1', '--n-envs', '2', '--n-steps', '64', '--seed', '0', '--quiet']
 

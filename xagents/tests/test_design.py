@@ -7,25 +7,29 @@ import pathlib
 
 import pandas as pd
 import pytest
-import tensorflow as tf
+from keras import ops
 
 import xagents
+from xagents import backend
 from xagents.agent.on_policy import OnPolicy
 from xagents.registry import AGENTS
 
 PACKAGE = pathlib.Path(xagents.__file__).parent
 MODULES = sorted(path for path in PACKAGE.rglob('*.py') if 'tests' not in path.relative_to(PACKAGE).parts)
 ALGORITHMS = sorted({entry.partition(':')[0].rsplit('.', 1)[0] for entry in AGENTS.values()})  # xagents.ppo...
-# Each layer imports only from its own and the ones before it: helpers, a run's machinery, the agents' core,
-# the algorithms, the registry of algorithms, the application (commands). Deprecated re-exports sit with
-# what they re-export.
-LAYERS = [['xagents.utils', 'xagents.version', 'xagents.backend'], ['xagents.training', 'xagents.callbacks'], ['xagents.agent', 'xagents.base'],
+# Each layer imports only from its own and the ones before it, each a folder named for what it holds: helpers that
+# know nothing of learning, what differs per Keras backend, shared maths, environments, networks, replay, files, a
+# run's machinery, the agents' core, the algorithms, the registry of algorithms, the application (commands).
+# Re-exports sit with what they re-export (xagents.utils.common, the helpers users reach for, with the files).
+LAYERS = [['xagents.utils', 'xagents.version'], ['xagents.backend'], ['xagents.maths'], ['xagents.envs'],
+          ['xagents.networks'], ['xagents.replay'], ['xagents.storage', 'xagents.utils.common'],
+          ['xagents.training', 'xagents.callbacks'], ['xagents.agent', 'xagents.base'],
           ALGORITHMS, ['xagents.registry'], ['xagents.app', 'xagents.__main__', 'xagents']]
 
 
 # Modules below the registry that import a module named at run time, and what they import: never an xagents module.
-NAMED_AT_RUN_TIME = {'xagents.utils.envs': "the user's env module of an id like my_envs:MyEnv-v0",
-                     'xagents.utils.export': 'the optional export packages (tf2onnx, onnxruntime, ai_edge_litert)'}
+NAMED_AT_RUN_TIME = {'xagents.envs.creation': "the user's env module of an id like my_envs:MyEnv-v0",
+                     'xagents.storage.export': 'the optional export packages (tf2onnx, onnxruntime, ai_edge_litert)'}
 
 
 def layer(module: str) -> int:
@@ -83,7 +87,7 @@ def test_the_layering_test_sees_importlib_imports_and_type_only_ones_apart(tmp_p
                       "importlib.import_module('xagents.ppo.agent')\nname = 'x'\nimportlib.import_module(name)\n"
                       'from xagents import registry\n')
     assert imports(source) == ({'xagents.ppo.agent', 'xagents.registry'}, True)
-    assert layer('xagents.utils.envs') < layer('xagents.training.fit') < layer('xagents.agent.base') < layer(
+    assert layer('xagents.envs.creation') < layer('xagents.training.fit') < layer('xagents.agent.base') < layer(
         'xagents.ppo.agent') < layer('xagents.registry') < layer('xagents.app.tuning') and len(MODULES) > 50
 
 
@@ -101,14 +105,16 @@ class Toy(OnPolicy):
         self.model = self.build_actor_critic(model)
         self.optimizer = self.make_optimizer('model')
 
-    @tf.function
+    @backend.compiled_method
     def train_step(self, observations, actions, log_probs, advantages, returns) -> dict:
-        variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
+        def loss():
             params, values = self.model(observations)
             new_log_probs, _ = self.log_prob_entropy(params, actions)
-            loss = -tf.reduce_mean(new_log_probs * advantages) + tf.reduce_mean((returns - values[:, 0]) ** 2)
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            value = -ops.mean(new_log_probs * advantages) + ops.mean((returns - values[:, 0]) ** 2)
+            return value, value
+
+        (_, loss), gradients = backend.value_and_grad(loss, self.model.trainable_variables)
+        self.optimizer.apply(gradients, self.model.trainable_variables)
         return {'loss': loss}
 
 

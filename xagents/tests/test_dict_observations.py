@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO
-from xagents.utils.buffer_state import buffer_state, restore_buffer_state
-from xagents.utils.buffers import ReplayBuffer
-from xagents.utils.envs import EnvError, create_envs
-from xagents.utils.models import CfgError, NumpyForward, Output, build_model
-from xagents.utils.observations import DictObservations
+from xagents.replay.buffer_state import buffer_state, restore_buffer_state
+from xagents.replay.buffers import ReplayBuffer
+from xagents.envs.creation import EnvError, create_envs
+from xagents.networks.models import CfgError, NumpyForward, Output, build_model
+from xagents.envs.observations import DictObservations
 from xagents.utils.quiet_tensorflow import tf
 
 
@@ -261,7 +261,7 @@ def test_predict_takes_one_observation_or_a_batch(trained):
 
 @pytest.mark.parametrize('format', ['saved_model', 'tflite', 'onnx'])
 def test_export_takes_one_named_input_per_key_and_equals_predict(trained, tmp_path, format):
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
     if format == 'onnx':
         pytest.importorskip('tf2onnx')
         pytest.importorskip('onnxruntime')
@@ -296,7 +296,7 @@ def test_play_and_resume_on_dict_observations(trained, tmp_path):
 
 
 def test_acers_segments_store_every_key_apart_and_replay_each_env_column_whole():
-    from xagents.utils.segments import SegmentBuffer, TrajectorySegment
+    from xagents.replay.segments import SegmentBuffer, TrajectorySegment
 
     keys = DictObservations.of(space())
     buffer = SegmentBuffer(4, 5, 2, keys.space, gym.spaces.Discrete(2), seed=0, keys=keys)
@@ -482,7 +482,7 @@ def test_a_dict_of_vector_keys_learns_exactly_as_the_box_it_splits(agent_class):
 def test_an_image_key_trains_through_the_nature_cnn_and_exports_as_predict(agent_class, tmp_path):
     """A 40 x 40 image key gets the Nature CNN: acting runs the Keras model, the update trains the CNN, and
     the SavedModel equals predict."""
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     agent = agent_class.from_env('BigSensors-v0', n_envs=2, seed=0, quiet=True, **SMALL[agent_class])
     model = agent.models[agent.model_roles[0]]

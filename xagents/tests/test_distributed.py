@@ -23,7 +23,7 @@ from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO  # noqa: E402
 from xagents.tests.test_env_faults import FAULTY_ENVS  # noqa: E402
 from xagents.training.callbacks import Callback  # noqa: E402
 from xagents.training.distributed import Worker, worker_arguments  # noqa: E402
-from xagents.utils.history import read_history  # noqa: E402
+from xagents.storage.history import read_history  # noqa: E402
 
 LOOPBACK = {'127.0.0.1', '::ffff:127.0.0.1', '::1'}
 
@@ -423,7 +423,7 @@ def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(work
 def test_workers_act_within_the_action_masks_and_the_learner_gets_them(agent_class, settings, cluster):
     """Workers read their envs' masks as a local run does: an env that raises on a forbidden action never does,
     and the learner's rollouts and buffer (Ape-X estimates included) carry the masks."""
-    from xagents.utils.envs import create_envs
+    from xagents.envs.creation import create_envs
 
     envs = create_envs('xagents.tests.test_masks:MaskedCount-v0', n_envs=2, seed=0, env_kwargs={'strict': True})
     agent = agent_class(envs, seed=0, workers=2, **settings)

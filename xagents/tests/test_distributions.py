@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 from scipy import special, stats
 
-from xagents.utils.distributions import Categorical, DiagGaussian, StateDependentNoise, distribution_for
+from xagents.maths.distributions import Categorical, DiagGaussian, StateDependentNoise, distribution_for
 
 RNG = np.random.default_rng(0)
 LOGITS = RNG.normal(0, 2, (6, 4)).astype(np.float32)

@@ -187,7 +187,7 @@ def can_i_use(agent: str) -> dict[str, list[bool]]:
 def built(agent_class, env_id: str, **kwargs):
     """``agent_class`` built on ``env_id`` with ``kwargs`` (tiny buffers: only building is checked), or None if it
     refuses them."""
-    from xagents.utils.envs import create_envs
+    from xagents.envs.creation import create_envs
 
     names = agent_class.parameter_names()
     small = {'buffer_max_size': 64, 'buffer_initial_size': 32, 'buffer_batch_size': 8}

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from xagents import PPO, SAC
-from xagents.utils.checkpoints import NonFiniteError, read_checkpoint
-from xagents.utils.envs import EnvError
-from xagents.utils.history import read_history
+from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
+from xagents.envs.creation import EnvError
+from xagents.storage.history import read_history
 
 FAULTY_ENVS = '''
 import gymnasium as gym

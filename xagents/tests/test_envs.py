@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xagents.utils.envs import AUTORESET_MODE, create_envs, is_atari, make_env, needs_fire
+from xagents.envs.creation import AUTORESET_MODE, create_envs, is_atari, make_env, needs_fire
 
 
 def test_vector_env_uses_same_step_autoreset_and_seeds():
@@ -100,7 +100,7 @@ def test_preprocess_refuses_non_atari_env():
 # ------------------------------------------------------------- Atari as DeepMind trained
 def play_randomly(envs, steps: int, actions=None, seed: int = 0):
     """Step ``envs`` with random (or given) actions; return learner rewards, learner ends and game scores."""
-    from xagents.utils.envs import EpisodeScores
+    from xagents.envs.creation import EpisodeScores
 
     rng = np.random.default_rng(seed)
     envs.reset(seed=seed)

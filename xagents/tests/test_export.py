@@ -8,7 +8,7 @@ import pytest
 from xagents import DQN, PPO, SAC
 from xagents.registry import AGENTS
 from xagents.registry import agent_class as xagents_agent
-from xagents.utils.export import FORMATS, load_exported
+from xagents.storage.export import FORMATS, load_exported
 
 RUNTIMES = {'tflite': 'ai_edge_litert', 'onnx': 'onnxruntime'}
 

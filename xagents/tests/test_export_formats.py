@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xagents.utils import export
-from xagents.utils.export import FORMATS, export_policy, load_exported
+from xagents.storage import export
+from xagents.storage.export import FORMATS, export_policy, load_exported
 
 RUNTIMES = {'saved_model': (), 'tflite': ('ai_edge_litert',), 'onnx': ('tf2onnx', 'onnxruntime')}
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from xagents import A2C, PPO, SAC
-from xagents.utils.checkpoints import read_checkpoint
-from xagents.utils.history import read_history
+from xagents.storage.checkpoints import read_checkpoint
+from xagents.storage.history import read_history
 
 QUICK = ['--env', 'CartPole-v1', '--max-steps', '3000', '--n-envs', '2', '--seed', '0', '--reward-buffer-size', '10']
 
@@ -158,7 +158,7 @@ def test_async_envs_close_when_ctrl_c_came_after_their_step_was_read(capfd):
     SIGTERM into a stop in order, which its workers must not inherit)."""
     import threading
 
-    from xagents.utils.envs import close_envs, create_envs
+    from xagents.envs.creation import close_envs, create_envs
 
     handler = signal.signal(signal.SIGTERM, signal.default_int_handler)  # as the command sets it
     try:

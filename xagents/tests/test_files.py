@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from xagents import PPO
-from xagents.utils.atomic import atomic_write
-from xagents.utils.history import read_history
+from xagents.storage.atomic import atomic_write
+from xagents.storage.history import read_history
 
 
 def test_failed_write_leaves_previous_file(workdir):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from xagents import DQN, SAC
-from xagents.utils.goal_envs import BitFlipping, PointReach
-from xagents.utils.her import HerReplayBuffer
-from xagents.utils.observations import DictObservations
+from xagents.envs.goal_envs import BitFlipping, PointReach
+from xagents.replay.her import HerReplayBuffer
+from xagents.envs.observations import DictObservations
 
 
 class Tracer(gym.Env):
@@ -140,7 +140,7 @@ def test_nothing_is_sampled_before_an_episode_ends_and_learning_waits_for_one(ca
     agent = tracer_agent(n_envs=1)
     assert agent.buffer_initial_size == 1 and agent.update_every == 1
     assert agent.train_once() == {} and int(agent.gradient_updates.numpy()) == 0
-    assert [record.message for record in caplog.records if record.name == 'xagents.utils.her'] == [
+    assert [record.message for record in caplog.records if record.name == 'xagents.replay.her'] == [
         'her samples ended episodes and none has ended in 1 env steps: learning waits for one']
     assert len(agent.buffer) == 1 and not agent.buffer.can_sample()
     with pytest.raises(ValueError, match='^her samples transitions of ended episodes, and none of the 1 stored '
@@ -253,7 +253,7 @@ COMPUTE_REWARD_FAULTS = [
 def test_a_faulty_compute_reward_is_caught_where_her_calls_it_and_named(compute_reward, message):
     """Raising, one reward for the batch, a wrong length, non-finite or text rewards: an env fault (EnvError, exit
     status 1 in a run) in one line naming compute_reward, not a traceback or a non-finite loss."""
-    from xagents.utils.envs import EnvError
+    from xagents.envs.creation import EnvError
 
     space = BitFlipping(4).observation_space
     keys = DictObservations.of(space)

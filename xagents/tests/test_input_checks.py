@@ -14,9 +14,9 @@ import pytest
 
 import xagents
 from xagents.registry import AGENTS, agent_class
-from xagents.utils.check_env import check_env
-from xagents.utils.envs import AUTORESET_MODE, EnvError, create_envs
-from xagents.utils.masks import MaskError, as_mask
+from xagents.envs.check_env import check_env
+from xagents.envs.creation import AUTORESET_MODE, EnvError, create_envs
+from xagents.envs.masks import MaskError, as_mask
 
 N = 3  # actions of the mask envs
 GOOD = np.array([1, 0, 1], np.int8)  # Taxi's kind: int8 0/1
@@ -306,7 +306,7 @@ def test_check_env_checks_the_masks_it_sees_as_agents_do():
 
 
 def test_an_export_refuses_a_mask_that_is_not_booleans(tmp_path):
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     agent = xagents.PPO(create_envs('InputMask-v0', seed=0), seed=0, **settings('PPO'))
     exported = load_exported(agent.export(str(tmp_path / 'masked'), action_mask=True))
@@ -476,7 +476,7 @@ def test_a_dimension_of_one_option_is_a_fixed_choice_and_one_of_none_is_refused(
 def test_a_recurrent_export_refuses_a_state_of_another_size_naming_the_input(tmp_path):
     import tensorflow as tf
 
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     agent = xagents.PPO.from_env('CartPoleNoVel-v1', recurrent='lstm', seed=0, n_steps=8, quiet=True)
     observations = np.zeros((1, *agent.envs.single_observation_space.shape), np.float32)

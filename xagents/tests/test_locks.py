@@ -12,8 +12,8 @@ from typing import Callable
 import pytest
 
 from xagents import PPO
-from xagents.utils.history import read_history
-from xagents.utils.locks import lock_outputs
+from xagents.storage.history import read_history
+from xagents.storage.locks import lock_outputs
 
 LONG = ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10000000', '--seed', '0', '--quiet']
 
@@ -102,7 +102,7 @@ def test_a_run_on_the_checkpoints_and_history_of_a_live_run_is_refused_and_a_kil
 def hold(*outputs: str, fork: bool = False) -> tuple[subprocess.Popen, int]:
     """Start another process that locks ``outputs`` as a run does (and with ``fork`` starts a child that
     outlives it), then sleeps; return it, once it holds them, and its child's pid (or 0)."""
-    script = ('import os, sys, time; from xagents.utils.locks import lock_outputs\n'
+    script = ('import os, sys, time; from xagents.storage.locks import lock_outputs\n'
               'locks = lock_outputs([("history", path) for path in sys.argv[2:]])\n'
               'child = os.fork() if sys.argv[1] == "fork" else 0\n'
               'if child == 0 and sys.argv[1] == "fork": time.sleep(600); os._exit(0)\n'

@@ -8,11 +8,11 @@ import tensorflow as tf
 from scipy import special
 
 import xagents
-from xagents.utils.buffer_state import buffer_state, restore_buffer_state
-from xagents.utils.buffers import ReplayBuffer
-from xagents.utils.distributions import Categorical
-from xagents.utils.envs import EnvError, create_envs
-from xagents.utils.masks import masked_logits, masked_logits_np
+from xagents.replay.buffer_state import buffer_state, restore_buffer_state
+from xagents.replay.buffers import ReplayBuffer
+from xagents.maths.distributions import Categorical
+from xagents.envs.creation import EnvError, create_envs
+from xagents.envs.masks import masked_logits, masked_logits_np
 
 N_STATES, N_ACTIONS = 7, 5
 # Each state allows 1 to 4 of the 5 actions; the allowed action that pays differs by state.
@@ -169,7 +169,7 @@ def test_masked_categorical_log_probs_entropies_and_kl_are_the_renormalised_soft
 def test_masked_multi_categorical_is_each_choices_renormalised_softmax():
     """MultiDiscrete masks: each choice's part of the mask renormalises its own softmax; the joint log-probability
     and entropy are the sums over choices (against SciPy), and sampling never draws a masked option."""
-    from xagents.utils.multi_distributions import MultiCategorical
+    from xagents.maths.multi_distributions import MultiCategorical
 
     rng = np.random.default_rng(2)
     logits = rng.normal(size=(N_STATES, 2 * N_ACTIONS)).astype(np.float32) * 3
@@ -340,7 +340,7 @@ def test_no_forbidden_choice_reaches_a_multi_discrete_env_that_offers_masks(name
 
 
 def test_multi_discrete_predict_and_export_take_masks(tmp_path):
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     agent = make_agent('PPO', 'MaskedMultiCount-v0')
     observations = np.eye(N_STATES, dtype=np.float32)
@@ -389,7 +389,7 @@ def test_masks_follow_autoreset_final_masks_come_from_final_info():
 
 # --------------------------------------------------------------------------- predict and export
 def test_predict_and_exports_take_masks(tmp_path):
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     agent = make_agent('PPO')
     observations = np.eye(N_STATES, dtype=np.float32)

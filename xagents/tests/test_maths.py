@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from xagents import A2C, PPO
 from xagents.tests.test_off_policy import linear  # a Keras model of given kernels
-from xagents.utils.envs import create_envs
+from xagents.envs.creation import create_envs
 
 LN3 = math.log(3.0)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import xagents
-from xagents.utils.models import CfgError, NumpyForward, Output, build_model, is_image_space
+from xagents.networks.models import CfgError, NumpyForward, Output, build_model, is_image_space
 from xagents.utils.quiet_tensorflow import tf
 
 PACKAGE = os.path.dirname(os.path.dirname(__file__))
@@ -29,8 +29,8 @@ def test_every_shipped_cfg_builds_with_requested_outputs(path):
     space = IMAGE_SPACE if os.path.basename(path).startswith('cnn') else VECTOR_SPACE
     if os.path.basename(path).startswith('minigrid'):  # MiniGrid's image and direction (a Dict: packed input)
         space = gym.spaces.Dict({'image': gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), 'direction': gym.spaces.Discrete(4)})
-    from xagents.utils.models import read_cfg
-    from xagents.utils.observations import DictObservations
+    from xagents.networks.models import read_cfg
+    from xagents.envs.observations import DictObservations
 
     heads = [section for section in read_cfg(path) if section.flag('output')]
     # Heads without units are filled from what the agent asks (3 + i here); fixed ones keep theirs.
@@ -80,7 +80,7 @@ def test_numpy_forward_matches_keras(tmp_path):
 
 def test_acting_stays_in_the_graph_where_tensorflow_sees_a_gpu(tmp_path, monkeypatch):
     # No GPU runs here: the device list is the one thing replaced, to check the choice the Forward makes.
-    from xagents.utils.models import Forward
+    from xagents.networks.models import Forward
 
     path = write(tmp_path, '[dense-1]\nunits=16\nactivation=tanh\n[dense-2]\noutput=1\n[dense-3]\nunits=1\noutput=1\n')
     model = build_model(path, VECTOR_SPACE, [Output('policy', 3), Output('value', 1)])

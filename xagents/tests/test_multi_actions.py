@@ -9,13 +9,13 @@ import pytest
 import tensorflow as tf
 from scipy import special, stats
 
-import xagents.utils.toy_envs  # noqa: F401  (registers MatchTargets-v0)
+import xagents.envs.toy_envs  # noqa: F401  (registers MatchTargets-v0)
 from xagents import A2C, PPO, TRPO
 from xagents.registry import AGENTS, agent_class
-from xagents.utils.export import FORMATS, load_exported
-from xagents.utils.multi_distributions import MultiBernoulli, MultiCategorical
-from xagents.utils.spaces import ACTION_SPACE_AGENTS
-from xagents.utils.toy_envs import MatchTargets
+from xagents.storage.export import FORMATS, load_exported
+from xagents.maths.multi_distributions import MultiBernoulli, MultiCategorical
+from xagents.envs.spaces import ACTION_SPACE_AGENTS
+from xagents.envs.toy_envs import MatchTargets
 
 RNG = np.random.default_rng(0)
 NVEC = np.array([2, 4, 3])
@@ -23,7 +23,7 @@ LOGITS = RNG.normal(0, 2, (6, NVEC.sum())).astype(np.float32)
 OTHER_LOGITS = RNG.normal(0, 2, (6, NVEC.sum())).astype(np.float32)
 BIT_LOGITS = RNG.normal(0, 2, (6, 5)).astype(np.float32)
 OTHER_BIT_LOGITS = RNG.normal(0, 2, (6, 5)).astype(np.float32)
-MATCH = 'xagents.utils.toy_envs:MatchTargets-v0'
+MATCH = 'xagents.envs.toy_envs:MatchTargets-v0'
 START = [1, -2, 5]
 
 

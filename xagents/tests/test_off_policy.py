@@ -19,7 +19,7 @@ from xagents.dqn import DQN
 from xagents.ppo import PPO
 from xagents.sac import SAC
 from xagents.td3 import TD3
-from xagents.utils.envs import create_envs
+from xagents.envs.creation import create_envs
 
 
 
@@ -772,7 +772,7 @@ def test_each_prioritised_minibatch_is_a_stratified_sample_of_the_whole_buffer()
 
 
 def test_prioritised_sample_of_several_minibatches_normalises_weights_per_minibatch():
-    from xagents.utils.prioritized import PrioritizedReplayBuffer
+    from xagents.replay.prioritized import PrioritizedReplayBuffer
 
     buffer = PrioritizedReplayBuffer(1000, 1, gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2), seed=0)
     for t in range(500):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from xagents import A2C, PPO, TRPO
-from xagents.utils.envs import AUTORESET_MODE, create_envs
+from xagents.envs.creation import AUTORESET_MODE, create_envs
 
 
 class CountingEnv(gym.Env):

@@ -11,9 +11,9 @@ from keras import ops
 from scipy import special, stats
 
 from xagents.agent.observing import Observing
-from xagents.utils.distributions import Categorical, DiagGaussian, StateDependentNoise
-from xagents.utils.masks import MASKED_LOGIT, masked_logits
-from xagents.utils.multi_distributions import MultiBernoulli, MultiCategorical
+from xagents.maths.distributions import Categorical, DiagGaussian, StateDependentNoise
+from xagents.envs.masks import MASKED_LOGIT, masked_logits
+from xagents.maths.multi_distributions import MultiBernoulli, MultiCategorical
 
 pytestmark = pytest.mark.backends
 

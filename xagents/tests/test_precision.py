@@ -120,7 +120,7 @@ def test_bf16_saves_and_loads_and_small_networks_act_in_numpy_only_in_float32(tm
 
 @pytest.mark.parametrize('path', ['policy', 'policy.tflite', 'policy.onnx'])
 def test_a_bf16_agent_exports_a_float32_policy_every_runtime_takes(tmp_path, path):
-    from xagents.utils.export import load_exported
+    from xagents.storage.export import load_exported
 
     agent = PPO.from_env('Pendulum-v1', seed=0, quiet=True, precision='bf16')
     exact = PPO.from_env('Pendulum-v1', seed=0, quiet=True)

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import xagents.utils.toy_envs  # noqa: F401 (registers Recall-v0)
+import xagents.envs.toy_envs  # noqa: F401 (registers Recall-v0)
 from xagents import A2C, PPO
-from xagents.utils.envs import create_envs
-from xagents.utils.export import FORMATS, load_exported
-from xagents.utils.models import CfgError, NumpyForward, Output, build_model
-from xagents.utils.recurrence import Memory, in_sequences
-from xagents.utils.returns import gae
+from xagents.envs.creation import create_envs
+from xagents.storage.export import FORMATS, load_exported
+from xagents.networks.models import CfgError, NumpyForward, Output, build_model
+from xagents.networks.recurrence import Memory, in_sequences
+from xagents.maths.returns import gae
 
-MODELS = os.path.join(os.path.dirname(xagents.utils.toy_envs.__file__), '..', 'agent', 'models')
+MODELS = os.path.join(os.path.dirname(xagents.envs.toy_envs.__file__), '..', 'agent', 'models')
 VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 
 

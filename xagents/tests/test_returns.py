@@ -1,7 +1,7 @@
 """GAE against values worked out by hand."""
 import numpy as np
 
-from xagents.utils.returns import gae
+from xagents.maths.returns import gae
 
 
 def test_gae_two_envs_by_hand():

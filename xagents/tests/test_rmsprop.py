@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from xagents import A2C, ACER
-from xagents.utils.rmsprop import RMSpropTF1
+from xagents.maths.rmsprop import RMSpropTF1
 
 
 def tensorflow1_rmsprop(initial: np.ndarray, gradients: list[np.ndarray], lr: float, rho: float,

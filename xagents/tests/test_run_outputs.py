@@ -19,9 +19,9 @@ import pytest
 from xagents import PPO
 from xagents.app.cli import new_run_folder, resume_command
 from xagents.training.callbacks import Callback
-from xagents.utils.envs import EnvError
-from xagents.utils.history import read_history
-from xagents.utils.saved import latest_save
+from xagents.envs.creation import EnvError
+from xagents.storage.history import read_history
+from xagents.storage.saved import latest_save
 
 SMALL = ['--env', 'CartPole-v1', '--n-envs', '2', '--n-steps', '64', '--seed', '0']
 

@@ -14,7 +14,7 @@ import pytest
 import xagents
 from xagents import ACER, DDPG, DQN, PPO, SAC, TD3
 from xagents.training.callbacks import Callback
-from xagents.utils.envs import create_envs
+from xagents.envs.creation import create_envs
 
 WRAPPER = 'xagents.tests.test_sb3_habits:AppendOne'
 WRAPPED: list[gym.Env] = []  # every env AppendOne wrapped, evaluation's and play's included

@@ -10,8 +10,8 @@ import tensorflow as tf
 from scipy import special, stats
 
 from xagents.trpo import TRPO
-from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat
-from xagents.utils.returns import gae
+from xagents.maths.optimization import assign_flat, conjugate_gradient, flat_concat
+from xagents.maths.returns import gae
 
 def test_conjugate_gradient_solves_spd_system():
     # A = [[4, 1], [1, 3]], b = [1, 2]: x = A^-1 b = [1, 7] / 11.

@@ -9,7 +9,7 @@ import xagents
 from xagents.agent.base import BaseAgent
 from xagents.registry import AGENTS, agent_class
 from xagents.app.flags import constructors
-from xagents.utils.envs import create_envs
+from xagents.envs.creation import create_envs
 from xagents.utils.validation import KINDS, check_value
 
 NAN, INF = 'nan', 'inf'

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from xagents.utils.envs import EnvError
+from xagents.envs.creation import EnvError
 from xagents.utils.extras import require
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Worker:
                  first_step: int = 0) -> None:
         os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
         from xagents import backend
-        from xagents.utils.envs import create_envs
+        from xagents.envs.creation import create_envs
 
         backend.limit_threads()  # a worker acts, mostly in NumPy: one thread each leaves the cores to the others
         seed = hyperparameters.get('seed')
@@ -228,7 +228,7 @@ class WorkerPool:
 
     def result(self, index: int, agent: BaseAgent, *args) -> Segment:
         """Worker ``index``'s pending segment; if the worker was lost, the same segment from its restart. Its env
-        failing is an :class:`~xagents.utils.envs.EnvError` here too, naming the worker: a deterministic bug
+        failing is an :class:`~xagents.envs.creation.EnvError` here too, naming the worker: a deterministic bug
         would fail again, so it is not retried."""
         error = None
         for attempt in range(RESTART_TRIES):
@@ -270,8 +270,8 @@ class WorkerPool:
 def worker_arguments(agent: BaseAgent) -> tuple[dict, dict]:
     """What a worker of ``agent`` is built from: its envs' settings and the agent's hyperparameters, less the
     learner's own and with :meth:`~xagents.agent.base.BaseAgent.worker_settings`."""
-    from xagents.utils.envs import env_settings, vector_settings
-    from xagents.utils.saved import json_values
+    from xagents.envs.creation import env_settings, vector_settings
+    from xagents.storage.saved import json_values
 
     settings = env_settings(agent.envs)
     if settings is None:

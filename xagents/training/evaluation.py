@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.envs import EpisodeScores, as_vector_env, close_envs, create_envs, env_call, env_spec, settings_for
-from xagents.utils.goal_envs import success_key
-from xagents.utils.masks import mask_kwargs
-from xagents.utils.recurrence import memory_kwargs
+from xagents.envs.creation import EpisodeScores, as_vector_env, close_envs, create_envs, env_call, env_spec, settings_for
+from xagents.envs.goal_envs import success_key
+from xagents.envs.masks import mask_kwargs
+from xagents.networks.recurrence import memory_kwargs
 from xagents.utils.validation import validated
 
 logger = logging.getLogger('xagents')

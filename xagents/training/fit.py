@@ -16,13 +16,13 @@ import numpy as np
 from xagents.training.callbacks import (Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, Saves,
                                         TensorBoard, Wandb)
 from xagents.training.run import Run
-from xagents.utils.atomic import check_writable, remove_stale_temporaries
-from xagents.utils.checkpoints import NonFiniteError, read_checkpoint
+from xagents.storage.atomic import check_writable, remove_stale_temporaries
+from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
 from xagents.utils.console import console_logging
-from xagents.utils.envs import env_settings
+from xagents.envs.creation import env_settings
 from xagents.utils.extras import require
-from xagents.utils.history import History, check_identity
-from xagents.utils.locks import OutputLocks, lock_outputs
+from xagents.storage.history import History, check_identity
+from xagents.storage.locks import OutputLocks, lock_outputs
 
 if TYPE_CHECKING:
     from xagents.agent.base import BaseAgent
@@ -109,7 +109,7 @@ def check_outputs(agent: BaseAgent, settings: SimpleNamespace) -> OutputLocks:
     and files it would overwrite; remove temporary files that a killed write of them left.
 
     Returns:
-        The outputs' locks, held until the run releases them (see :mod:`xagents.utils.locks`).
+        The outputs' locks, held until the run releases them (see :mod:`xagents.storage.locks`).
     """
     checkpoints, history, tensorboard, save_dir = (settings.checkpoints or (), settings.history_checkpoint,
                                                    settings.tensorboard, settings.save_dir)

@@ -7,10 +7,10 @@ from keras import ops
 
 from xagents import backend
 from xagents.agent.on_policy import OnPolicy
-from xagents.utils.distributions import DiagGaussian
-from xagents.utils.masks import masked_logits
-from xagents.utils.models import Output
-from xagents.utils.optimization import assign_flat, conjugate_gradient, flat_concat, minibatch_epochs, standardized
+from xagents.maths.distributions import DiagGaussian
+from xagents.envs.masks import masked_logits
+from xagents.networks.models import Output
+from xagents.maths.optimization import assign_flat, conjugate_gradient, flat_concat, minibatch_epochs, standardized
 
 
 class TRPO(OnPolicy):

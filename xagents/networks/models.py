@@ -31,8 +31,8 @@ import keras
 
 from xagents import backend
 from xagents.utils.memory import check_fits
-from xagents.utils.observations import DictObservations, Key, is_image
-from xagents.utils.recurrence import GATES, Recurrent, numpy_step, state_size
+from xagents.envs.observations import DictObservations, Key, is_image
+from xagents.networks.recurrence import GATES, Recurrent, numpy_step, state_size
 
 LAYER_KEYS = {
     'dense': {'units', 'activation', 'initializer', 'gain', 'common', 'output', 'input'},
@@ -248,7 +248,7 @@ def build_model(
             of state-dependent exploration).
         recurrent: ``lstm`` or ``gru``: the cfg's ``[recurrent-N]`` section is that layer (shared with
             ``common=1``, else one per output); the model then takes ``[observations, episode_starts,
-            state]`` and outputs the state after them last (see :mod:`xagents.utils.recurrence`).
+            state]`` and outputs the state after them last (see :mod:`xagents.networks.recurrence`).
         precision: ``bf16``: hidden layers compute in bfloat16 on float32 weights (Keras' ``mixed_bfloat16``);
             the output layers, and so the losses, stay float32.
 

@@ -2,7 +2,7 @@
 skips, max-pools, resizes and stacks frames in threads: about twice the steps per second of Gymnasium's Python
 vector env with its wrappers on a 2-core CPU.
 
-:class:`AleVectorEnv` gives the learner what :func:`xagents.utils.envs.make_env`'s wrappers give: the same frames
+:class:`AleVectorEnv` gives the learner what :func:`xagents.envs.creation.make_env`'s wrappers give: the same frames
 (84x84 grayscale, max-pooled over the last two of 4 skipped frames, stacked channels-last), rewards clipped to
 their sign, a terminal state per lost life while the game goes on, FIRE after a reset, up to 30 no-ops, the
 game's time limit, and whole games with their own score reported below all of it (lengths in frames). Where the

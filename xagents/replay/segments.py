@@ -7,8 +7,8 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.buffers import DictStore, check_space, stack_axis
-from xagents.utils.observations import DictObservations
+from xagents.replay.buffers import DictStore, check_space, stack_axis
+from xagents.envs.observations import DictObservations
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 An env offers masks in one of two ways: SB3-contrib's ``env.action_masks()`` (a boolean array, one entry
 per action) or Gymnasium's ``info['action_mask']`` (Taxi: an int8 array of 6), given with every reset and
-step. Envs made by :func:`xagents.utils.envs.create_envs` always give them the second way
+step. Envs made by :func:`xagents.envs.creation.create_envs` always give them the second way
 (:class:`ActionMaskInfo` moves ``action_masks()`` into the infos), so a subprocess env sends its masks with
 its step results and no extra round trip; other vector envs are asked with ``envs.call('action_masks')``.
 Under ``SAME_STEP`` autoreset the mask that comes with a step is the next observation's (the reset one's
@@ -18,7 +18,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.spaces import one_line
+from xagents.envs.spaces import one_line
 
 MASK_KEY = 'action_mask'  # Gymnasium's info key
 MASK_METHOD = 'action_masks'  # SB3-contrib's method
@@ -36,7 +36,7 @@ def unused_masks(env: str, agent: str, space: gym.Space) -> str:
 
 class MaskError(ValueError):
     """An action mask that is not one boolean (or 0/1) per action: text, NaN, other numbers, objects, another
-    shape. Raised where the mask enters; a run reports an env's as an :class:`~xagents.utils.envs.EnvError`."""
+    shape. Raised where the mask enters; a run reports an env's as an :class:`~xagents.envs.creation.EnvError`."""
 
 
 INFO_SOURCE = f"info['{MASK_KEY}']"
@@ -98,7 +98,7 @@ def _short(value) -> str:
 class ActionMaskInfo(gym.Wrapper):
     """Put ``env.action_masks()`` (SB3-contrib's) into ``info['action_mask']`` (Gymnasium's) at every reset and
     step, so the masks travel with the results; checked here (:func:`as_mask`, naming ``env.action_masks()``)
-    where the actions are masked, as :class:`~xagents.utils.observations.CheckedEnvData` checks the infos'."""
+    where the actions are masked, as :class:`~xagents.envs.observations.CheckedEnvData` checks the infos'."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)

@@ -14,8 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from xagents.utils.atomic import atomic_write
-from xagents.utils.readback import damaged
+from xagents.storage.atomic import atomic_write
+from xagents.storage.readback import damaged
 
 COLUMNS = ('mean_reward', 'best_reward', 'episode_reward', 'step', 'time')
 IDENTITY_KEY = b'xagents'

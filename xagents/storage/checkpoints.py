@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from xagents.utils.atomic import atomic_write
-from xagents.utils.readback import damaged, read_arrays
+from xagents.storage.atomic import atomic_write
+from xagents.storage.readback import damaged, read_arrays
 
 if TYPE_CHECKING:  # (a checkpoint is read and written without Keras: the tuner imports this before a backend is chosen)
     import keras

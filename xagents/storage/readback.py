@@ -1,6 +1,6 @@
 """Reading back what xagents wrote: a damaged or edited file is one ValueError naming it and what is wrong.
 
-Atomic writes (``utils.atomic``) keep a kill from tearing a file; these checks cover what happens to a
+Atomic writes (``xagents.storage.atomic``) keep a kill from tearing a file; these checks cover what happens to a
 file afterwards (a bad disk or copy, a hand edit). Arrays (``.npz``) are read only after every member
 has passed the CRC-32 the zip format stores for it, which catches any changed byte of a member's
 content, header included (NumPy alone checks it only when it reads a member to its end). The zip

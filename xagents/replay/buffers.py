@@ -11,7 +11,7 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.observations import DictObservations
+from xagents.envs.observations import DictObservations
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class RolloutBuffer:
         self.states = np.zeros((self.n_steps, self.n_envs, size), np.float32)
 
     def store_memory(self, t: int, memory) -> None:
-        """Keep the :class:`~xagents.utils.recurrence.Memory` step ``t`` was acted from (None: no recurrence)."""
+        """Keep the :class:`~xagents.networks.recurrence.Memory` step ``t`` was acted from (None: no recurrence)."""
         if memory is not None:
             self.episode_starts[t] = memory.starts
             self.states[t] = memory.state
@@ -296,7 +296,7 @@ class ReplayBuffer:
                 ``(K, ...)``) to store each frame once (of the image keys of Dict observations).
 
         On a Dict observation space every key is stored apart in its own dtype, and ``add`` and ``sample``
-        take and give the packed vectors agents work on (:class:`xagents.utils.observations.DictObservations`).
+        take and give the packed vectors agents work on (:class:`xagents.envs.observations.DictObservations`).
         """
         if not isinstance(observation_space, gym.spaces.Dict):
             check_space(observation_space, 'an observation space')

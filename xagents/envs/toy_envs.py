@@ -1,9 +1,9 @@
 """Small envs whose optimum is known, for checking that an agent learns a kind of action space (as
 Stable-Baselines3's ``IdentityEnvMultiDiscrete``), or needs memory. Importing this module registers them::
 
-    xagents train ppo --env xagents.utils.toy_envs:MatchTargets-v0
-    xagents train ppo --env xagents.utils.toy_envs:MatchTargets-v0 --env-kwargs '{"action_type": "discrete"}'
-    xagents train ppo --env xagents.utils.toy_envs:Recall-v0 --recurrent lstm
+    xagents train ppo --env xagents.envs.toy_envs:MatchTargets-v0
+    xagents train ppo --env xagents.envs.toy_envs:MatchTargets-v0 --env-kwargs '{"action_type": "discrete"}'
+    xagents train ppo --env xagents.envs.toy_envs:Recall-v0 --recurrent lstm
 """
 from __future__ import annotations
 

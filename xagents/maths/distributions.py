@@ -15,7 +15,7 @@ import numpy as np
 import xagents.utils.quiet_keras  # noqa: F401  (first: Keras loads quietly)
 from keras import ops
 
-from xagents.utils.multi_distributions import MultiBernoulli, MultiCategorical, Tensor, argmax
+from xagents.maths.multi_distributions import MultiBernoulli, MultiCategorical, Tensor, argmax
 
 LOG_2PI = math.log(2 * math.pi)
 

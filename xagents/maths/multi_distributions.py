@@ -1,6 +1,6 @@
 """Distributions over several discrete choices made at once: ``MultiDiscrete`` and ``MultiBinary`` actions.
 
-As :mod:`xagents.utils.distributions`: sampling in NumPy for acting, log-prob/entropy/KL in ``keras.ops`` (any
+As :mod:`xagents.maths.distributions`: sampling in NumPy for acting, log-prob/entropy/KL in ``keras.ops`` (any
 Keras backend) for updates, each over a batch ``B``. The choices are independent given the state (Stable-Baselines3's
 ``MultiCategoricalDistribution`` and ``BernoulliDistribution``), so a joint log-probability, entropy or KL
 is the sum of the per-choice ones. Actions are flat ``(B, k)`` integer arrays, each choice from 0; the

@@ -19,9 +19,9 @@ import zlib
 from typing import Any
 
 from xagents.version import __version__
-from xagents.utils.atomic import atomic_write, stale_temporaries
-from xagents.utils.envs import ENV_PARAMETERS
-from xagents.utils.readback import check_fields, damaged, read_json
+from xagents.storage.atomic import atomic_write, stale_temporaries
+from xagents.envs.creation import ENV_PARAMETERS
+from xagents.storage.readback import check_fields, damaged, read_json
 from xagents.utils.validation import RENAMED, check_value
 
 FORMAT_VERSION = 1  # raised when a saved directory changes in a way older versions cannot read

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 
-from xagents.utils.envs import is_atari
+from xagents.envs.creation import is_atari
 
 
 def read_presets(package: str, env_id: str) -> dict:

@@ -2,7 +2,7 @@
 
 Each observes a Dict of ``observation``, ``achieved_goal`` and ``desired_goal`` and offers a vectorised
 ``compute_reward(achieved_goal, desired_goal, info)``, the interface of Gymnasium-Robotics' goal envs that
-``--her`` relabels with. Importing this module (``xagents.utils.envs`` does) registers them::
+``--her`` relabels with. Importing this module (``xagents.envs.creation`` does) registers them::
 
     xagents train dqn --env BitFlipping-v0 --her true
     xagents train sac --env PointReach-v0 --her true
@@ -14,6 +14,10 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
+from xagents.envs.observations import DictObservations
+from xagents.envs.spaces import one_line
+
+GOAL_KEYS = ('observation', 'achieved_goal', 'desired_goal')
 SUCCESS_KEYS = ('is_success', 'success')  # where goal envs report success in info, in the order they are read
 
 
@@ -138,3 +142,20 @@ class PointReach(gym.Env):
 
 gym.register('BitFlipping-v0', entry_point=BitFlipping)
 gym.register('PointReach-v0', entry_point=PointReach, max_episode_steps=50)
+
+
+def check_goal_space(space: gym.Space) -> DictObservations:
+    """The packing of a goal env's observations, or a one-line ValueError saying why ``space`` is none.
+
+    A goal space is a Dict with ``observation``, ``achieved_goal`` and ``desired_goal`` keys, the two goals
+    vectors (Box or MultiBinary) of one shape: relabelling copies achieved goals into desired ones.
+    """
+    keys = DictObservations.of(space)
+    if keys is None or not set(GOAL_KEYS) <= set(keys.names):
+        raise ValueError(f'her expects goal-env observations, a Dict with keys {", ".join(GOAL_KEYS)} (as '
+                         f'Gymnasium-Robotics envs, BitFlipping-v0 and PointReach-v0 give), got {one_line(space)}')
+    achieved, desired = (keys.keys[keys.names.index(name)] for name in ('achieved_goal', 'desired_goal'))
+    if achieved.kind != 'vector' or desired.kind != 'vector' or achieved.space.shape != desired.space.shape:
+        raise ValueError(f'her expects achieved_goal and desired_goal to be vectors (Box or MultiBinary) of one shape, '
+                         f'got {one_line(achieved.space)} and {one_line(desired.space)}')
+    return keys

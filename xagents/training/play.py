@@ -9,10 +9,10 @@ import warnings
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.atomic import check_writable
-from xagents.utils.envs import make_env, settings_for
-from xagents.utils.masks import mask_kwargs
-from xagents.utils.recurrence import memory_kwargs
+from xagents.storage.atomic import check_writable
+from xagents.envs.creation import make_env, settings_for
+from xagents.envs.masks import mask_kwargs
+from xagents.networks.recurrence import memory_kwargs
 
 logger = logging.getLogger('xagents')
 

@@ -4,8 +4,8 @@ An agent on a ``Dict`` observation space (one level, as Stable-Baselines3's ``Mu
 packed ``float32`` vector per observation: every key flattened in the space's key order, ``Discrete`` keys
 one-hot (``MultiDiscrete`` one-hot per entry), images as their raw 0..255 values. Rollouts, acting, the
 updates and the observation statistics see that vector; the models split it again into one input per key
-(:func:`xagents.utils.models.build_model`); the replay buffer stores every key apart in its own dtype
-(:class:`xagents.utils.buffers.ReplayBuffer` on a Dict space); ``predict``, evaluation, play and the exports
+(:func:`xagents.networks.models.build_model`); the replay buffer stores every key apart in its own dtype
+(:class:`xagents.replay.buffers.ReplayBuffer` on a Dict space); ``predict``, evaluation, play and the exports
 take the env's dicts. Nothing here imports TensorFlow.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Iterable, Mapping
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.masks import INFO_SOURCE, MASK_KEY, as_mask, mask_size
-from xagents.utils.spaces import empty_dimension, one_line
+from xagents.envs.masks import INFO_SOURCE, MASK_KEY, as_mask, mask_size
+from xagents.envs.spaces import empty_dimension, one_line
 
 KEY_SPACES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)
 
@@ -73,7 +73,7 @@ def check_observation_space(space: gym.Space, owner: str) -> None:
 class ObservationError(ValueError):
     """An observation that does not fit its space: another shape, text or objects for numbers, a Discrete value
     out of range. Raised where observations enter; a run reports an env's as an
-    :class:`~xagents.utils.envs.EnvError` naming the call and the env step."""
+    :class:`~xagents.envs.creation.EnvError` naming the call and the env step."""
 
 
 NUMBERS = 'biuf'  # dtype kinds an observation may hold: booleans, integers, floats
@@ -160,7 +160,7 @@ class CheckedEnvData(gym.Wrapper):
     """Check what an env's ``reset`` and ``step`` return where it enters, before a vector env stacks it: each
     observation against the observation space (:func:`observation_problem`: a wrong shape, text or objects, a
     Discrete state out of range, in one :class:`ObservationError` naming the call and both shapes, not NumPy's
-    words), and ``info['action_mask']`` (:func:`~xagents.utils.masks.as_mask`: booleans or 0/1, one per action,
+    words), and ``info['action_mask']`` (:func:`~xagents.envs.masks.as_mask`: booleans or 0/1, one per action,
     not NaN or text that stacking beside another env's booleans would cast to True). A float array of the right
     shape and a boolean mask cost a few comparisons."""
 

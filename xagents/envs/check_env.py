@@ -18,11 +18,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.masks import (INFO_SOURCE, MASK_KEY, MASK_METHOD, METHOD_SOURCE, MaskError, as_mask, check_masks,
+from xagents.envs.masks import (INFO_SOURCE, MASK_KEY, MASK_METHOD, METHOD_SOURCE, MaskError, as_mask, check_masks,
                                  mask_segments, mask_size, random_valid)
-from xagents.utils.her import check_goal_space
-from xagents.utils.observations import check_observation_space, is_image
-from xagents.utils.spaces import ACTION_SPACE_AGENTS, empty_dimension, one_line
+from xagents.envs.goal_envs import check_goal_space
+from xagents.envs.observations import check_observation_space, is_image
+from xagents.envs.spaces import ACTION_SPACE_AGENTS, empty_dimension, one_line
 
 AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'DDPG', 'TD3', 'SAC')
 OFF_POLICY_BOX = ('DDPG', 'TD3', 'SAC')  # scale their [-1, 1] actions to the Box's bounds
@@ -90,7 +90,7 @@ def check_env(env: gym.Env | str, env_kwargs: dict | None = None, observation_ke
         ValueError: an unknown id, or making the env failed.
     """
     if isinstance(env, str):
-        from xagents.utils.envs import env_spec
+        from xagents.envs.creation import env_spec
 
         env_id = env
         env_spec(env_id)
@@ -101,7 +101,7 @@ def check_env(env: gym.Env | str, env_kwargs: dict | None = None, observation_ke
             raise ValueError(f'making {env_id}{given} failed: {type(error).__name__}: {error}') from None
         owned = True
         if observation_keys:
-            from xagents.utils.envs import filtered_observations
+            from xagents.envs.creation import filtered_observations
 
             try:
                 env = filtered_observations(env, env_id, observation_keys)

@@ -25,11 +25,11 @@ from typing import Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils import goal_envs, no_velocity  # noqa: F401  (register BitFlipping-v0, PointReach-v0, CartPoleNoVel-v1...)
-from xagents.utils.ale_vector import AleVectorEnv
+from xagents.envs import goal_envs, no_velocity  # noqa: F401  (register BitFlipping-v0, PointReach-v0, CartPoleNoVel-v1...)
+from xagents.envs.ale_vector import AleVectorEnv
 from xagents.utils.console import interrupts_deferred
-from xagents.utils.masks import with_mask_info
-from xagents.utils.observations import CheckedEnvData
+from xagents.envs.masks import with_mask_info
+from xagents.envs.observations import CheckedEnvData
 from xagents.utils.memory import ALE_GAME_BYTES, check_fits
 from xagents.utils.validation import check_value, validated
 
@@ -424,7 +424,7 @@ def create_envs(
         async_envs: Step the envs in subprocesses (worth it for heavy envs other than Atari).
         ale_vector: Step preprocessed Atari games in ale-py's C++ vector env, about twice as fast (default: on for
             ALE ids unless async_envs; off: Gymnasium's vector env with Python wrappers). See
-            :mod:`xagents.utils.ale_vector` for the ways it differs.
+            :mod:`xagents.envs.ale_vector` for the ways it differs.
         env_kwargs: Keyword arguments of ``gym.make`` (e.g. ``continuous=True``), given as key=value.
         observation_keys: Keep only these keys of a Dict observation (e.g. MiniGrid's image and direction,
             without its mission text).

@@ -3,7 +3,7 @@ replaces the desired goal of part of every sampled batch by a goal achieved late
 
 Goal envs observe a Dict of ``observation``, ``achieved_goal`` and ``desired_goal`` and compute their reward from
 goals alone, vectorised: ``compute_reward(achieved_goal, desired_goal, info)`` (Gymnasium-Robotics' interface,
-:mod:`xagents.utils.goal_envs`). Nothing here imports TensorFlow.
+:mod:`xagents.envs.goal_envs`). Nothing here imports TensorFlow.
 """
 from __future__ import annotations
 
@@ -13,32 +13,13 @@ from typing import Callable
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.buffers import ReplayBatch, ReplayBuffer
-from xagents.utils.envs import EnvError, env_name, env_settings, make_env
-from xagents.utils.observations import DictObservations
-from xagents.utils.spaces import one_line
+from xagents.replay.buffers import ReplayBatch, ReplayBuffer
+from xagents.envs.creation import EnvError, env_name, env_settings, make_env
+from xagents.envs.goal_envs import check_goal_space
 
 STRATEGIES = ('future', 'final', 'episode')
-GOAL_KEYS = ('observation', 'achieved_goal', 'desired_goal')
 RewardFunction = Callable[[np.ndarray, np.ndarray, list], np.ndarray]
 logger = logging.getLogger(__name__)
-
-
-def check_goal_space(space: gym.Space) -> DictObservations:
-    """The packing of a goal env's observations, or a one-line ValueError saying why ``space`` is none.
-
-    A goal space is a Dict with ``observation``, ``achieved_goal`` and ``desired_goal`` keys, the two goals
-    vectors (Box or MultiBinary) of one shape: relabelling copies achieved goals into desired ones.
-    """
-    keys = DictObservations.of(space)
-    if keys is None or not set(GOAL_KEYS) <= set(keys.names):
-        raise ValueError(f'her expects goal-env observations, a Dict with keys {", ".join(GOAL_KEYS)} (as '
-                         f'Gymnasium-Robotics envs, BitFlipping-v0 and PointReach-v0 give), got {one_line(space)}')
-    achieved, desired = (keys.keys[keys.names.index(name)] for name in ('achieved_goal', 'desired_goal'))
-    if achieved.kind != 'vector' or desired.kind != 'vector' or achieved.space.shape != desired.space.shape:
-        raise ValueError(f'her expects achieved_goal and desired_goal to be vectors (Box or MultiBinary) of one shape, '
-                         f'got {one_line(achieved.space)} and {one_line(desired.space)}')
-    return keys
 
 
 def goal_reward(envs: gym.vector.VectorEnv) -> RewardFunction:
@@ -89,7 +70,7 @@ class HerReplayBuffer(ReplayBuffer):
     The reward of a relabelled transition is ``compute_reward(next achieved_goal, new desired_goal, infos)``,
     one call for the whole batch (``infos``: one empty dict per transition, as Stable-Baselines3 passes them
     without ``copy_info_dict``), checked where it enters: a ``compute_reward`` that raises, or returns other than
-    one finite number per goal pair, is an :class:`~xagents.utils.envs.EnvError` naming it. Its discount is the
+    one finite number per goal pair, is an :class:`~xagents.envs.creation.EnvError` naming it. Its discount is the
     stored transition's, as Stable-Baselines3 keeps the env's ``dones`` for relabelled transitions: ``gamma``, or
     0 where the env terminated the episode (a time limit still bootstraps), whatever the new goal.
     """

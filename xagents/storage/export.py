@@ -29,8 +29,8 @@ import numpy as np
 from xagents.utils.extras import install_command
 from xagents.utils.quiet_tensorflow import tf
 
-from xagents.utils.atomic import atomic_write
-from xagents.utils.masks import as_mask
+from xagents.storage.atomic import atomic_write
+from xagents.envs.masks import as_mask
 
 FORMATS = ('saved_model', 'tflite', 'onnx')
 ONNX_OPSET = 17

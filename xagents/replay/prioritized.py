@@ -6,7 +6,7 @@ import logging
 import gymnasium as gym
 import numpy as np
 
-from xagents.utils.buffers import MAX_REDRAWS, ReplayBatch, ReplayBuffer
+from xagents.replay.buffers import MAX_REDRAWS, ReplayBatch, ReplayBuffer
 
 logger = logging.getLogger(__name__)
 

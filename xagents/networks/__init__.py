@@ -1,0 +1,1 @@
+"""Networks: the .cfg reader that builds Keras models, the recurrent layer, and the acting pass."""

@@ -1,0 +1,1 @@
+"""Replay: the rollout and replay buffers, prioritised replay, hindsight relabelling, and their saved state."""

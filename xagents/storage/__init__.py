@@ -1,0 +1,1 @@
+"""Files: atomic writes, checkpoints, histories, whole-agent saves, locks, damage checks, and exports."""
