@@ -4,6 +4,7 @@ Each case runs both libraries in turn for every seed as whole processes (imports
 and all), each with its own tuned settings, on an otherwise idle machine::
 
     python benchmarks/versus_sb3.py --sb3-python sb3/bin/python [--cases ppo-cartpole ...] [--seeds 0 1 2]
+        [--backends tensorflow jax]
 
 (`benchmarks/sb3_baseline.py` says how to make the SB3 environment.) Cases:
 
@@ -14,7 +15,8 @@ and all), each with its own tuned settings, on an otherwise idle machine::
 - sac-hopper, td3-hopper: env steps/s on Hopper-v5 after a 1,000-step random warm-up and the first
   update, at the same network sizes (SAC 256-256, TD3 400-300) and one gradient step per env step.
 
-Ratios are of the medians over the seeds: xagents / SB3 for seconds, SB3 / xagents for steps/s.
+Ratios are of the medians over the seeds: xagents / SB3 for seconds, SB3 / xagents for steps/s. With several
+``--backends`` xagents runs once on each (``KERAS_BACKEND``) for every seed, beside the same SB3 run.
 """
 from __future__ import annotations
 
@@ -38,20 +40,22 @@ XAGENTS = {
 THROUGHPUT = {'sac-hopper': ('sac', 'Hopper-v5'), 'td3-hopper': ('td3', 'Hopper-v5')}
 
 
-def timed(command: list[str]) -> tuple[float, str]:
+def timed(command: list[str], backend: str | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3'})
+    result = subprocess.run(command, capture_output=True, text=True, env={
+        **os.environ, 'TF_CPP_MIN_LOG_LEVEL': '3', **({'KERAS_BACKEND': backend} if backend else {})})
     if result.returncode != 0:
         raise SystemExit(f'{" ".join(command)} failed: {result.stderr.strip()[-2000:]}')
     return time.perf_counter() - start, result.stdout
 
 
-def xagents_run(case: str, seed: int, steps: int, warmup: int) -> dict:
+def xagents_run(case: str, seed: int, steps: int, warmup: int, backend: str | None = None) -> dict:
     if case in THROUGHPUT:
         agent, env = THROUGHPUT[case]
-        _, out = timed([sys.executable, __file__, '--xagents-throughput', agent, env, str(seed), str(steps), str(warmup)])
+        _, out = timed([sys.executable, __file__, '--xagents-throughput', agent, env, str(seed), str(steps), str(warmup)],
+                       backend)
         return json.loads(out.strip().splitlines()[-1])
-    seconds, out = timed([sys.executable, '-m', 'xagents', *XAGENTS[case], '--seed', str(seed)])
+    seconds, out = timed([sys.executable, '-m', 'xagents', *XAGENTS[case], '--seed', str(seed)], backend)
     reached = re.search(r'Reward achieved in (\d+) steps', out)
     return {'seconds': seconds, 'reached': int(reached.group(1)) if reached else None}
 
@@ -82,19 +86,27 @@ def main() -> None:
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
     parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all (default: 6000)')
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random steps first (default: 1000)')
+    parser.add_argument('--backends', nargs='+', choices=['tensorflow', 'jax'], default=[None],
+                        help="xagents' Keras backends, each run in turn (default: KERAS_BACKEND's)")
     args = parser.parse_args()
     for case in args.cases:
-        ours, theirs = [], []
+        ours, theirs = {backend: [] for backend in args.backends}, []
         for seed in args.seeds:
-            ours.append(xagents_run(case, seed, args.steps, args.warmup))
+            for backend in args.backends:
+                ours[backend].append(xagents_run(case, seed, args.steps, args.warmup, backend))
             theirs.append(sb3_run(args.sb3_python, case, seed, args.steps, args.warmup))
-            print(f'{case} seed {seed}: xagents {describe(ours[-1])}; SB3 {describe(theirs[-1])}', flush=True)
-        if case in THROUGHPUT:
-            mine, base = (statistics.median(run['steps_per_second'] for run in runs) for runs in (ours, theirs))
-            print(f'{case}: median env steps/s xagents {mine:,.0f}, SB3 {base:,.0f}: {mine / base:.1f}x SB3\n', flush=True)
-        else:
-            mine, base = (statistics.median(run['seconds'] for run in runs) for runs in (ours, theirs))
-            print(f'{case}: median wall xagents {mine:.1f} s, SB3 {base:.1f} s: {mine / base:.2f}x SB3\n', flush=True)
+            print(f'{case} seed {seed}: ' + '; '.join(f'xagents{" " + backend if backend else ""} {describe(runs[-1])}'
+                                                      for backend, runs in ours.items())
+                  + f'; SB3 {describe(theirs[-1])}', flush=True)
+        for backend, runs in ours.items():
+            name = f'xagents{" " + backend if backend else ""}'
+            if case in THROUGHPUT:
+                mine, base = (statistics.median(run['steps_per_second'] for run in group) for group in (runs, theirs))
+                print(f'{case}: median env steps/s {name} {mine:,.0f}, SB3 {base:,.0f}: {mine / base:.1f}x SB3', flush=True)
+            else:
+                mine, base = (statistics.median(run['seconds'] for run in group) for group in (runs, theirs))
+                print(f'{case}: median wall {name} {mine:.1f} s, SB3 {base:.1f} s: {mine / base:.2f}x SB3', flush=True)
+        print(flush=True)
 
 
 def describe(run: dict) -> str:

@@ -161,11 +161,14 @@ def hvp(loss: Callable, variables: Sequence[keras.Variable], vector: jax.Array) 
 
 
 def vjp(fn: Callable, primal, cotangent):
+    """``(fn(primal), cotangent pulled back through fn)``: ACER's gradient of its gain in the policy's statistics."""
     output, pullback = jax.vjp(fn, primal)
     return output, pullback(cotangent)[0]
 
 
 def while_loop(cond: Callable, body: Callable, loop_vars: tuple):
+    """``keras.ops.while_loop`` whose ``body`` may assign tracked variables (a minibatch's optimizer step): their
+    values travel in the loop's carry."""
     if not _frames:  # eager (outside a compiled call): a Python loop, assigning as it goes
         loop_vars = tuple(loop_vars)
         while bool(cond(*loop_vars)):
@@ -191,6 +194,7 @@ def while_loop(cond: Callable, body: Callable, loop_vars: tuple):
 
 
 def cond(pred, true_fn: Callable, false_fn: Callable):
+    """``keras.ops.cond`` whose branches may assign tracked variables (a delayed actor step, a target update)."""
     if not _frames:
         return true_fn() if bool(pred) else false_fn()
     tracked = _tracked()
@@ -208,6 +212,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable):
 
 
 def gpu_available() -> bool:
+    """Whether JAX computes on a GPU."""
     return any(device.platform == 'gpu' for device in jax.devices())
 
 

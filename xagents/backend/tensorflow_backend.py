@@ -17,6 +17,7 @@ def compiled(fn: Callable, variables: Callable[[], Sequence[keras.Variable]] | N
 
 
 def value_and_grad(loss: Callable, variables: Sequence[keras.Variable]):
+    """``((value, aux), gradients)`` of ``loss() -> (value, aux)`` with respect to ``variables``."""
     with tf.GradientTape() as tape:
         value, aux = loss()
     return (value, aux), tape.gradient(value, list(variables))
@@ -33,6 +34,7 @@ def hvp(loss: Callable, variables: Sequence[keras.Variable], vector: tf.Tensor) 
 
 
 def vjp(fn: Callable, primal, cotangent):
+    """``(fn(primal), cotangent pulled back through fn)``."""
     with tf.GradientTape() as tape:
         tape.watch(primal)
         output = fn(primal)
@@ -40,10 +42,12 @@ def vjp(fn: Callable, primal, cotangent):
 
 
 def while_loop(cond: Callable, body: Callable, loop_vars: tuple):
+    """``tf.while_loop``: a graph's loops may assign variables."""
     return tf.while_loop(cond, body, loop_vars)
 
 
 def cond(pred, true_fn: Callable, false_fn: Callable):
+    """``tf.cond``: a graph's branches may assign variables."""
     return tf.cond(pred, true_fn, false_fn)
 
 
@@ -52,6 +56,7 @@ def _flat(tensors) -> tf.Tensor:
 
 
 def gpu_available() -> bool:
+    """Whether TensorFlow sees a GPU."""
     return bool(tf.config.list_logical_devices('GPU'))
 
 
