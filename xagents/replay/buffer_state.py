@@ -103,4 +103,4 @@ def _stateful_parts(buffer) -> dict[str, object]:
 
 
 def _is_part(value) -> bool:
-    return type(value).__module__.startswith('xagents.utils.') and hasattr(value, '__dict__')
+    return type(value).__module__.startswith('xagents.replay.') and hasattr(value, '__dict__')
