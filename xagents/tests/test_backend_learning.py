@@ -25,6 +25,8 @@ OBSERVATIONS = np.random.default_rng(0).normal(0, [1.0, 1.0, 0.1, 1.0], (32, 4))
 # A random policy scores about 22. From seed 0 on 2 busy CPU cores each reached its target in, TensorFlow | JAX:
 # PPO 58,624 steps, 6.9 s | 65,280 steps, 4.7 s; A2C 57,320 steps, 22 s | 51,480 steps, 11 s;
 # TRPO 26,624 steps, 12 s | 29,696 steps, 11 s; ACER 49,440 steps, 19 s | 50,080 steps, 9 s.
+@pytest.mark.skipif(keras.backend.backend() == 'tensorflow',
+                    reason="on TensorFlow the agents' own learning tests run (test_on_policy, test_trpo, test_acer)")
 @pytest.mark.parametrize('agent_class, target_reward, max_steps', [
     (PPO, 475, 100_000), (A2C, 150, 100_000), (TRPO, 200, 50_000), (ACER, 200, 80_000)])
 def test_learns_cartpole(agent_class, target_reward, max_steps):

@@ -8,13 +8,15 @@ checked number: the comments say which.
 """
 import math
 
+import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from xagents import A2C, PPO
 from xagents.tests.test_off_policy import linear  # a Keras model of given kernels
 from xagents.envs.creation import create_envs
+
+pytestmark = pytest.mark.backends  # on each backend: every update against its maths by hand
 
 LN3 = math.log(3.0)
 
@@ -252,7 +254,7 @@ def test_acer_losses_trust_region_and_step_by_hand():
 
 
 # ------------------------------------------------------------------------------- DDPG, TD3
-def tanh_actor(action: float) -> tf.keras.Model:
+def tanh_actor(action: float) -> keras.Model:
     """An actor that outputs ``action`` everywhere (tanh of a constant bias) on Pendulum's 3 observations."""
     return linear(3, np.zeros((3, 1)), bias=[[math.atanh(action)]], activation='tanh')
 
@@ -291,7 +293,7 @@ def test_td3_smooths_the_target_action_with_clipped_noise_and_takes_the_smaller_
     zeros = np.zeros((batch, 3), np.float32)
     _, td_errors = agent.train_step(zeros, np.zeros((batch, 1), np.float32), np.zeros(batch, np.float32), zeros,
                                     np.ones(batch, np.float32), np.ones(batch, np.float32))
-    next_actions = -td_errors.numpy()
+    next_actions = -keras.ops.convert_to_numpy(td_errors)
     lower = np.isclose(next_actions, 0.4, atol=1e-5)
     assert (lower | np.isclose(next_actions, 1.0, atol=1e-5)).all(), np.unique(next_actions.round(4))
     assert 0.3 < lower.mean() < 0.7  # each sample draws its own noise
