@@ -26,6 +26,10 @@ _frames: list['_Frame'] = []  # the open frames, innermost last
 if not jax.config.jax_compilation_cache_dir:
     jax.config.update('jax_compilation_cache_dir', os.path.join(
         os.environ.get('XDG_CACHE_HOME', os.path.expanduser('~/.cache')), 'xagents', 'jax'))
+# Every compilation is kept, the small ones of building an agent eagerly (initialisers, a first call of each model)
+# included: together they are most of a launch (about 1.5 s of it here), each under JAX's 1 s default threshold.
+if 'JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS' not in os.environ:
+    jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
 
 
 class _Frame:
