@@ -169,3 +169,30 @@ def test_an_agent_on_another_backend_exports_through_tensorflow_what_it_predicts
     session = onnxruntime.InferenceSession(path)
     exported = session.run(None, {session.get_inputs()[0].name: observations})[0]
     np.testing.assert_array_equal(exported, agent.predict(observations)[0])
+
+
+def test_a_backend_is_chosen_once_per_process_and_an_unknown_one_is_one_line():
+    import xagents
+
+    running = keras.backend.backend()
+    xagents.use_backend(running)  # the one Keras runs on: nothing to do
+    other = next(name for name in backend.BACKENDS if name != running)
+    with pytest.raises(ValueError, match=f'Keras already runs on {running} in this process'):
+        xagents.use_backend(other)
+    with pytest.raises(ValueError, match="expected a backend among tensorflow, jax, got 'torch'"):
+        xagents.use_backend('torch')
+    child = subprocess.run([sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', 'CartPole-v1', '--backend',
+                            'torch'], capture_output=True, text=True, timeout=120)
+    assert child.returncode == 2 and child.stderr.strip().count('\n') == 0, child.stderr
+    assert "--backend: expected a backend among tensorflow, jax, got 'torch'" in child.stderr
+
+
+def test_the_command_line_trains_on_the_backend_it_names(tmp_path):
+    other = next(name for name in backend.BACKENDS if name != keras.backend.backend())
+    script = ('import sys; from xagents.app.cli import main; main(sys.argv[1:]); import keras; '
+              'print("backend", keras.backend.backend())')
+    child = subprocess.run([sys.executable, '-c', script, 'train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '600',
+                            '--backend', other, '--no-save', '--seed', '0'], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != 'KERAS_BACKEND'})
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert f'backend {other}' in child.stdout and 'Maximum steps (600) reached' in child.stdout
