@@ -24,9 +24,9 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from xagents.utils.console import load_tensorflow  # noqa: E402
+from xagents.utils.console import load_keras  # noqa: E402
 
-load_tensorflow()
+load_keras()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

@@ -21,9 +21,9 @@ PHASES = ('start and imports', 'build', 'first update (tracing)', 'other updates
 
 def phases(agent_name: str, env: str, target: float, seed: int, started: float) -> None:
     """In this process: train, timing each phase; print them as JSON (``exit`` is measured by the parent)."""
-    from xagents.utils.console import load_tensorflow
+    from xagents.utils.console import load_keras
 
-    load_tensorflow()
+    load_keras()
     from xagents.registry import agent_class
 
     imported = time.time()

@@ -19,9 +19,9 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
-from xagents.utils.console import load_tensorflow  # noqa: E402
+from xagents.utils.console import load_keras  # noqa: E402
 
-load_tensorflow()
+load_keras()
 
 import tensorflow as tf  # noqa: E402
 from tensorflow.python.profiler import model_analyzer, option_builder  # noqa: E402
