@@ -209,12 +209,19 @@ def read_run(path: str) -> dict:
     return record
 
 
+def backend_name() -> str:
+    """The Keras backend the runs train on (``--backend`` sets ``KERAS_BACKEND`` before anything runs)."""
+    return os.environ.get('KERAS_BACKEND', 'tensorflow')
+
+
 def command_of(job: Job, seed: int, output: str) -> list[str]:
-    """The ``xagents train`` command of one run (printed in the results, runnable by hand)."""
+    """The ``xagents train`` command of one run (printed in the results, runnable by hand), on the benchmark's
+    backend (named unless it is TensorFlow, the default)."""
     history = os.path.join(output, 'runs', f'{job.name}-{seed}.parquet')
+    backend = [] if backend_name() == 'tensorflow' else ['--backend', backend_name()]
     return ['xagents', 'train', job.agent, '--env', job.env, '--seed', str(seed), '--max-steps', str(job.steps),
             '--eval-frequency', str(job.eval_frequency), '--eval-episodes', '10', '--history-checkpoint', history,
-            '--log-frequency', '1000000', *job.flags]
+            '--log-frequency', '1000000', *job.flags, *backend]
 
 
 def run_one(job: Job, seed: int, output: str) -> dict:
@@ -454,14 +461,14 @@ def plot_aggregate(records: list[dict], randoms: dict[str, float], path: str) ->
 
 
 def machine() -> dict:
-    """What produced the results: versions, the machine, the command line."""
+    """What produced the results: the backend, versions, the machine, the command line."""
     versions = {}
-    for package in ('xagents', 'tensorflow', 'gymnasium', 'numpy', 'ale-py', 'box2d'):
+    for package in ('xagents', 'keras', 'tensorflow', 'jax', 'gymnasium', 'numpy', 'ale-py', 'box2d'):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    return {'versions': versions, 'python': platform.python_version(), 'platform': platform.platform(),
+    return {'backend': backend_name(), 'versions': versions, 'python': platform.python_version(), 'platform': platform.platform(),
             'processor': platform.processor() or platform.machine(), 'cpus': os.cpu_count(),
             'command': ' '.join(['xagents', *sys.argv[1:]])}
 

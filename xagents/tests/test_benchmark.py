@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 
+import keras
 import numpy as np
 import pandas as pd
 import pytest
@@ -36,7 +37,11 @@ def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir,
     for name in ('curves.png', 'aggregate.png'):
         assert os.path.getsize(f'out/{name}') > 5000
     machine = json.load(open('out/machine.json'))
-    assert machine['seeds'] == [0, 1] and machine['versions']['tensorflow'] and machine['cpus'] >= 1
+    assert machine['seeds'] == [0, 1] and machine['versions']['keras'] and machine['cpus'] >= 1
+    # The runs trained on the backend this test runs on, and their commands say so where it is not the default.
+    backend = keras.backend.backend()
+    assert machine['backend'] == backend and machine['versions']['tensorflow' if backend == 'tensorflow' else 'jax']
+    assert all(run['command'].endswith(' --backend jax') == (backend == 'jax') for run in runs)
 
     status, out, err = xagents_cli('benchmark', '--agents', 'ppo', 'a2c', '--envs', 'CartPole-v1', '--target', '15',
                                    '--seeds', '0', '1', '--max-steps', '1024', '--output', 'out', '--summarize-only')
