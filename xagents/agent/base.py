@@ -29,11 +29,11 @@ from xagents.agent.construction import capped_initial_size, constructor, with_ru
 from xagents.agent.observing import Observing
 from xagents.agent.stepping import EnvStepping
 from xagents.agent.worker_side import WorkerSide
-from xagents.training.callbacks import Callback
+from xagents.training.callbacks import Callback, checked_callbacks
 from xagents.training.distributed import WorkerPool
 from xagents.training.evaluation import EvaluationResult, evaluate
 from xagents.training.fit import train
-from xagents.training.run import Episode, Run, checked_callbacks
+from xagents.training.run import Episode, Run
 from xagents.maths.distributions import StateDependentNoise
 from xagents.envs.creation import ENV_PARAMETERS, create_envs
 from xagents.storage.history import History

@@ -15,7 +15,6 @@ import sys
 import xagents
 from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
-from xagents.app.command import interrupted
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.utils.console import BACKENDS, CommandOutput, load_keras, use_backend
 from xagents.envs.presets import read_presets

@@ -6,22 +6,14 @@ from __future__ import annotations
 import signal
 import sys
 
+from xagents.utils.console import OutputClosed, interrupted, silence_stdout, stdout_closed
+
 # The exit status when stdout's reader has gone: 128 + SIGPIPE (141), what a shell reports for a program that
 # SIGPIPE ended (`seq 1000000 | head -1`), help included, so a `set -o pipefail` script sees that the output was
 # cut short. Python ignores SIGPIPE (a write raises BrokenPipeError instead), and it stays ignored: restoring its
 # default would also end the process on a database or worker connection that closed.
 CLOSED_OUTPUT_STATUS = 128 + signal.SIGPIPE
 STOPPED_IN_ORDER = ('train', 'play', 'export', 'tune')  # the commands whose SIGTERM is their Ctrl-C
-
-
-def interrupted(error: BaseException) -> bool:
-    """Whether ``error`` comes from a Ctrl-C: one that lands in a C extension's initialisation (TensorFlow's, while
-    it loads) surfaces as that module's ImportError, caused by the KeyboardInterrupt."""
-    while error is not None:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
 
 
 def main() -> None:
@@ -38,8 +30,6 @@ def main() -> None:
             raise
         sys.stderr.write('xagents: interrupted\n')
         raise SystemExit(130) from None
-    from xagents.utils.console import OutputClosed, silence_stdout, stdout_closed
-
     try:
         try:
             command()

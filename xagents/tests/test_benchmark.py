@@ -13,6 +13,7 @@ from xagents.app.benchmark import (SUITES, Job, bootstrap_interval, interquartil
                                random_score, run_benchmark, summary_table)
 
 
+@pytest.mark.backends
 def test_a_benchmark_runs_every_seed_in_parallel_summarises_and_resumes(workdir, xagents_cli):
     argv = ('benchmark', '--agents', 'ppo', '--envs', 'CartPole-v1', '--target', '15', '--seeds', '0', '1',
             '--max-steps', '1024', '--eval-frequency', '256', '--jobs', '2', '--output', 'out')

@@ -81,6 +81,31 @@ def test_arrows_point_one_way(path):
         f'{module_name(path)} imports a module named at run time')
 
 
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules of ``graph`` (module -> the modules it imports) that reach themselves again through imports:
+    each strongly connected group, sorted."""
+    reach = {module: set() for module in graph}
+    for module in graph:
+        frontier = [module]
+        while frontier:
+            for imported in graph.get(frontier.pop(), ()):
+                if imported in graph and imported not in reach[module]:
+                    reach[module].add(imported)
+                    frontier.append(imported)
+    groups = {tuple(sorted(other for other in reach[module] if module in reach[other])) for module in graph
+              if module in reach[module]}
+    return sorted(list(group) for group in groups)
+
+
+def test_no_module_imports_itself_back_at_run_time():
+    """Run-time imports form no circle, inside a layer either (``if TYPE_CHECKING`` hints aside): each module loads
+    after everything it needs, whichever is imported first."""
+    # (a package naming itself, as in ``from xagents.backend import jax_backend`` in its __init__, is no circle)
+    graph = {module_name(path): imports(path)[0] - {module_name(path)} for path in MODULES}
+    assert import_cycles(graph) == []
+    assert import_cycles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [['a', 'b', 'c']]
+
+
 def test_the_layering_test_sees_importlib_imports_and_type_only_ones_apart(tmp_path):
     source = tmp_path / 'probe.py'
     source.write_text('import importlib\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from xagents.app import cli\n'

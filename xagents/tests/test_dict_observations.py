@@ -276,6 +276,7 @@ def test_export_takes_one_named_input_per_key_and_equals_predict(trained, tmp_pa
         assert sorted(names) == ['camera', 'mode', 'position']
 
 
+@pytest.mark.backends
 def test_save_and_load_keep_the_policy_and_statistics(trained, tmp_path):
     trained.save(str(tmp_path / 'agent'))
     loaded = PPO.load(str(tmp_path / 'agent'))
@@ -347,6 +348,7 @@ def test_a_saved_replay_buffer_of_dict_observations_comes_back_per_key(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------- every agent
+@pytest.mark.backends
 @pytest.mark.parametrize('agent_class', list(SMALL), ids=lambda agent_class: agent_class.__name__)
 def test_every_agent_trains_on_dict_observations(agent_class):
     env = 'SensorsBox-v0' if agent_class in BOX_ONLY else 'Sensors-v0'
@@ -436,6 +438,7 @@ def test_ray_workers_collect_dict_observations(agent_class):
         assert agent.buffer.steps >= 64
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize('agent_class, env, settings, steps', [
     (DQN, 'Sensors-v0', {'buffer_initial_size': 200, 'buffer_batch_size': 32, 'update_every': 2, 'lr': 1e-3,
                          'epsilon_decay_steps': 2000, 'target_update_interval': 100}, 4000),
@@ -464,6 +467,7 @@ class DictCartPole(gym.ObservationWrapper):
 gym.register('DictCartPole-v1', entry_point=DictCartPole, max_episode_steps=500)
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize('agent_class', [PPO, DQN], ids=lambda agent_class: agent_class.__name__)
 def test_a_dict_of_vector_keys_learns_exactly_as_the_box_it_splits(agent_class):
     """Flattened keys concatenate to the packed vector, which is the Box's vector here: same seed, same

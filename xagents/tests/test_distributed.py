@@ -107,8 +107,10 @@ class KillWorker(Callback):
     (PPO, 'CartPole-v1', {}),
     (A2C, 'CartPole-v1', {}),
     (TRPO, 'CartPole-v1', {}),
-    (PPO, 'Pendulum-v1', {'normalize_observations': True, 'normalize_rewards': True, 'n_steps': 64}),
-    (PPO, 'CartPoleNoVel-v1', {'recurrent': 'lstm', 'n_steps': 32, 'normalize_observations': True}),
+    pytest.param(PPO, 'Pendulum-v1', {'normalize_observations': True, 'normalize_rewards': True, 'n_steps': 64},
+                 marks=pytest.mark.backends),
+    pytest.param(PPO, 'CartPoleNoVel-v1', {'recurrent': 'lstm', 'n_steps': 32, 'normalize_observations': True},
+                 marks=pytest.mark.backends),
 ])
 def test_one_worker_trains_exactly_as_a_local_run(agent_class, env_id, settings, cluster, tmp_path):
     """Worker 0 seeds its envs and draws its actions as a local run does, so a one-worker run on the cluster
@@ -417,8 +419,8 @@ def test_workers_without_ray_installed_is_a_one_line_error_naming_the_extra(work
 
 @pytest.mark.parametrize('agent_class, settings', [
     (PPO, {'n_steps': 8, 'mini_batches': 2}),
-    (DQN, {'buffer_initial_size': 40, 'buffer_batch_size': 8, 'update_every': 4, 'prioritized': True,
-           'return_steps': 2, 'epsilon_decay_steps': 100}),
+    pytest.param(DQN, {'buffer_initial_size': 40, 'buffer_batch_size': 8, 'update_every': 4, 'prioritized': True,
+                       'return_steps': 2, 'epsilon_decay_steps': 100}, marks=pytest.mark.backends),
 ])
 def test_workers_act_within_the_action_masks_and_the_learner_gets_them(agent_class, settings, cluster):
     """Workers read their envs' masks as a local run does: an env that raises on a forbidden action never does,

@@ -208,7 +208,7 @@ def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command, after):
 def test_a_ctrl_c_inside_an_extensions_initialisation_counts_as_an_interruption():
     """Ctrl-C while TensorFlow's C++ extensions initialise reaches Python as their ImportError, caused by the
     KeyboardInterrupt: the command line says 'interrupted' (status 130), not the ImportError's traceback."""
-    from xagents.app.command import interrupted
+    from xagents.utils.console import interrupted
 
     try:
         try:

@@ -301,6 +301,7 @@ def test_same_seed_relabels_the_same_and_a_restored_buffer_relabels_as_the_origi
 
 
 # ------------------------------------------------------------------------------------------------- agents
+@pytest.mark.backends
 def test_relabelled_goals_are_raw_and_normalised_with_the_stored_ones_statistics():
     """The buffer relabels raw values; the agent scales the whole batch after, every goal entry by its statistics."""
     agent = SAC.from_env('PointReach-v0', seed=0, buffer_max_size=1000, buffer_initial_size=100, buffer_batch_size=64)
@@ -387,6 +388,7 @@ def test_success_reported_as_info_success_is_read_as_is_success_is():
     np.testing.assert_array_equal(maze_like.successes, reported.successes)
 
 
+@pytest.mark.backends
 def test_cli_trains_dqn_with_her_on_bit_flipping_and_reports_success(xagents_cli, workdir):
     status, out, err = xagents_cli('train', 'dqn', '--env', 'BitFlipping-v0', '--env-kwargs', 'n_bits=6', '--her',
                                    '--max-steps', '1200', '--seed', '0', '--buffer-max-size', '5000',

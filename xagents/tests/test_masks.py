@@ -5,6 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 from scipy import special
 
 import xagents
@@ -202,6 +203,7 @@ def test_on_policy_log_prob_entropy_takes_the_rollouts_masks():
     assert not np.allclose(unmasked.numpy(), log_probs.numpy())
 
 
+@pytest.mark.backends
 def test_ppo_updates_with_the_masks_it_collected_with():
     """The rollout keeps its masks and every epoch uses them: before any step the PPO ratio is exactly 1 with
     them (the log-probabilities match those collected), and not without."""
@@ -234,6 +236,7 @@ def fixed_q_model(weights: np.ndarray) -> tf.keras.Model:
     return model
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize('double', [False, True])
 def test_dqn_targets_run_over_the_next_states_allowed_actions(double):
     online = np.zeros((N_STATES, N_ACTIONS))
@@ -247,13 +250,13 @@ def test_dqn_targets_run_over_the_next_states_allowed_actions(double):
     agent = make_agent('DQN', model=fixed_q_model(online), double=double, tau=1.0)
     agent.target_model.set_weights([target.astype(np.float32)])
     next_observations = np.eye(N_STATES, dtype=np.float32)[[1, 3]]
-    values = agent.next_values(next_observations, ALLOWED[[1, 3]]).numpy()
+    values = ops.convert_to_numpy(agent.next_values(next_observations, ALLOWED[[1, 3]]))
     # By hand. Plain DQN: max over allowed of the target's Q: state 1 -> max(2, 0.5, 6) = 6; state 3 ->
     # max(1, 0, 5, 2) = 5. Double DQN: the online network picks (state 1: action 2, state 3: action 0) and the
     # target rates: 0.5 and 1.
     np.testing.assert_allclose(values, [0.5, 1.0] if double else [6.0, 5.0])
     # Without masks the forbidden actions would win: 8 and 30 (plain), target[1][4] = 8 and target[3][2] = 30.
-    np.testing.assert_allclose(agent.next_values(next_observations).numpy(), [8.0, 30.0])
+    np.testing.assert_allclose(ops.convert_to_numpy(agent.next_values(next_observations)), [8.0, 30.0])
     # Greedy and exploring actions keep to the mask too.
     observations = np.eye(N_STATES, dtype=np.float32)[[1, 3]]
     np.testing.assert_array_equal(agent.policy(observations, True, ALLOWED[[1, 3]]), [2, 0])
@@ -264,18 +267,20 @@ def test_dqn_targets_run_over_the_next_states_allowed_actions(double):
     assert set(explored[:, 0]) == {1, 2, 3}  # uniform over the allowed: each is drawn
 
 
+@pytest.mark.backends
 def test_sac_target_and_entropy_aim_use_the_masks():
     agent = make_agent('SAC')
     next_observations = np.eye(N_STATES, dtype=np.float32)[[2, 3]]  # state 2 allows only action 4
     masks = ALLOWED[[2, 3]]
-    logits = agent.actor(next_observations).numpy()
-    q = tf.reduce_min(agent.q_values(agent.target_critic, next_observations), 0).numpy()
-    alpha = float(np.exp(agent.log_alpha.numpy()))
+    logits = ops.convert_to_numpy(agent.actor(next_observations))
+    q = np.min(ops.convert_to_numpy(agent.q_values(agent.target_critic, next_observations)), 0)
+    alpha = float(np.exp(ops.convert_to_numpy(agent.log_alpha)))
     p = renormalised(logits, masks)
     expected = np.sum(np.where(masks, p * (q - alpha * np.log(np.where(masks, p, 1.0))), 0.0), -1)
-    np.testing.assert_allclose(agent.next_values(next_observations, None, masks).numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(agent.next_values(next_observations, None, masks)), expected,
+                               rtol=1e-5)
     assert expected[0] == pytest.approx(q[0, 4], rel=1e-5)  # one allowed action: its value, no entropy
-    aims = agent.reachable_entropy(masks).numpy()
+    aims = ops.convert_to_numpy(agent.reachable_entropy(masks))
     np.testing.assert_allclose(aims, 0.98 * np.log([1, 4]), rtol=1e-5)
 
 
@@ -313,6 +318,7 @@ def test_a_saved_dqn_keeps_its_buffers_masks(tmp_path):
 
 
 # ------------------------------------------------------------------- never a forbidden action
+@pytest.mark.backends
 @pytest.mark.parametrize('name', list(SETTINGS))
 @pytest.mark.parametrize('env_id', ['MaskedCount-v0', 'MaskedCountMethod-v0'])
 def test_no_forbidden_action_reaches_an_env_that_offers_masks(name, env_id):
@@ -327,6 +333,7 @@ def test_no_forbidden_action_reaches_an_env_that_offers_masks(name, env_id):
     assert unmasked.masks is None and invalid_actions(unmasked) > 0
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize('name', ['PPO', 'A2C', 'TRPO'])
 def test_no_forbidden_choice_reaches_a_multi_discrete_env_that_offers_masks(name):
     agent = make_agent(name, 'MaskedMultiCount-v0')

@@ -173,6 +173,7 @@ def test_predict_gives_env_ready_actions_and_an_update_uses_the_sampled_log_prob
         agent.envs.close()
 
 
+@pytest.mark.backends
 @pytest.mark.parametrize('space', ['multi_discrete', 'multi_binary'])
 def test_fit_save_load_evaluate_and_play_send_the_env_valid_actions(space, tmp_path):
     """The env raises on any action outside its space, so finishing is the check; a load acts as the saved agent."""
@@ -248,6 +249,7 @@ def test_the_command_line_refuses_in_one_line(xagents_cli):
 
 
 # ------------------------------------------------------------------------------------------- learning
+@pytest.mark.backends
 @pytest.mark.parametrize('cls, steps', [(PPO, 20_000), (A2C, 30_000), (TRPO, 20_000)])
 def test_learns_the_optimum_of_simultaneous_choices(cls, steps):
     """MatchTargets: 3 choices of 3 options, 10 steps; the optimum scores 10, choosing at random 3.3."""

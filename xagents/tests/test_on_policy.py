@@ -160,6 +160,7 @@ def test_checkpoint_count_must_match_models():
         PPO(envs, quiet=True).fit(max_steps=10, checkpoints=['a.tf', 'b.tf'])
 
 
+@pytest.mark.backends
 def test_normalized_rewards_are_divided_by_the_running_std_of_the_discounted_return():
     """Reward 1 a step, episodes truncated at 3 steps: per env the discounted return runs
     1, 1 + g, 1 + g + g^2, then restarts; the learner's reward is 1 / std of all returns so far."""
@@ -216,6 +217,7 @@ def test_linear_learning_rate_decay_composes_with_plateau_reduction():
     assert float(agent.optimizer.learning_rate) == 0.0
 
 
+@pytest.mark.backends
 def test_return_statistics_travel_with_the_weights(workdir):
     agent = PPO.from_env('Pendulum-v1', seed=0, n_envs=2, n_steps=64, mini_batches=2, normalize_rewards=True,
                          checkpoints=['w.tf'], quiet=True)

@@ -1,9 +1,11 @@
 """precision='bf16': hidden layers compute in bfloat16 on float32 weights; the update stays close to float32's."""
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from keras import ops
 
-from xagents import DQN, PPO
+from xagents import DQN, PPO, backend
 
 
 def atari_batch(agent, size: int = 64, seed: int = 0):
@@ -17,24 +19,27 @@ def atari_batch(agent, size: int = 64, seed: int = 0):
         frames.append(observations)
     observations = np.concatenate(frames)[:size]
     actions = rng.integers(0, envs.single_action_space.n, size)
-    params, _ = agent.policy_value(tf.constant(observations))
-    old_log_probs, _ = agent.log_prob_entropy(params, tf.constant(actions))
+    params, _ = agent.policy_value(ops.convert_to_tensor(observations))
+    old_log_probs, _ = agent.log_prob_entropy(params, ops.convert_to_tensor(actions))
     advantages = rng.normal(size=size).astype(np.float32)
     returns = rng.normal(size=size).astype(np.float32)
-    return [tf.constant(value) for value in (observations, actions, old_log_probs.numpy() - 0.05, advantages, returns)]
+    return [ops.convert_to_tensor(value) for value in (observations, actions, ops.convert_to_numpy(old_log_probs) - 0.05,
+                                                       advantages, returns)]
 
 
 def loss_and_gradients(agent, batch):
-    with tf.GradientTape() as tape:
-        loss, _ = agent.minibatch_loss(*batch)
-    return float(loss), tape.gradient(loss, agent.model.trainable_variables)
+    """The PPO loss of ``batch`` and its gradients, in float32 NumPy, on whichever backend runs."""
+    (loss, _), gradients = backend.value_and_grad(lambda: agent.minibatch_loss(*batch), agent.model.trainable_variables)
+    assert all(keras.backend.standardize_dtype(gradient.dtype) == 'float32' for gradient in gradients)
+    return float(loss), [ops.convert_to_numpy(gradient) for gradient in gradients]
 
 
+@pytest.mark.backends
 def test_a_bf16_update_is_within_tolerance_of_the_float32_one():
     exact = PPO.from_env('PongNoFrameskip-v4', n_envs=2, seed=0, quiet=True)
     fast = PPO.from_env('PongNoFrameskip-v4', n_envs=2, seed=0, quiet=True, precision='bf16')
     fast.model.set_weights(exact.model.get_weights())
-    hidden = [layer for layer in fast.model.layers if isinstance(layer, (tf.keras.layers.Conv2D, tf.keras.layers.Dense))]
+    hidden = [layer for layer in fast.model.layers if isinstance(layer, (keras.layers.Conv2D, keras.layers.Dense))]
     assert [layer.compute_dtype for layer in hidden[:4]] == ['bfloat16'] * 4  # the Nature CNN and its dense layer
     assert [layer.compute_dtype for layer in hidden[4:]] == ['float32'] * 2  # policy and value heads
     assert all(weight.dtype == 'float32' for weight in fast.model.weights)
@@ -42,17 +47,16 @@ def test_a_bf16_update_is_within_tolerance_of_the_float32_one():
     batch = atari_batch(exact, 256)  # one rollout: 128 steps of 2 envs
     loss, gradients = loss_and_gradients(exact, batch)
     fast_loss, fast_gradients = loss_and_gradients(fast, batch)
-    assert all(gradient.dtype == tf.float32 for gradient in fast_gradients)
     assert abs(fast_loss - loss) < 1e-3 * abs(loss)
-    flat = np.concatenate([gradient.numpy().ravel() for gradient in gradients])
-    fast_flat = np.concatenate([gradient.numpy().ravel() for gradient in fast_gradients])
+    flat = np.concatenate([gradient.ravel() for gradient in gradients])
+    fast_flat = np.concatenate([gradient.ravel() for gradient in fast_gradients])
     assert flat @ fast_flat / (np.linalg.norm(flat) * np.linalg.norm(fast_flat)) > 0.99
     for gradient, fast_gradient in zip(gradients[::2], fast_gradients[::2]):  # each kernel
-        a, b = gradient.numpy().ravel(), fast_gradient.numpy().ravel()
+        a, b = gradient.ravel(), fast_gradient.ravel()
         assert a @ b / (np.linalg.norm(a) * np.linalg.norm(b)) > 0.9
     # bfloat16's rounding moves the gradient far less than sampling does: the float32 gradients of the two
     # halves of the batch differ over ten times more (measured: 50 times).
-    halves = [np.concatenate([g.numpy().ravel() for g in loss_and_gradients(exact, [c[:128] for c in part])[1]])
+    halves = [np.concatenate([g.ravel() for g in loss_and_gradients(exact, [c[:128] for c in part])[1]])
               for part in (batch, [c[128:] for c in batch])]
     assert np.linalg.norm(flat - fast_flat) < 0.1 * np.linalg.norm(halves[0] - halves[1])
     # Through a whole update (16 Adam steps on one rollout) the policy moves where float32's does: the two
@@ -68,7 +72,7 @@ def test_a_bf16_update_is_within_tolerance_of_the_float32_one():
 
 def policy(agent, observations) -> np.ndarray:
     """The action probabilities of ``agent``'s policy (float32)."""
-    return tf.nn.softmax(agent.policy_value(observations)[0]).numpy().astype(np.float64)
+    return ops.convert_to_numpy(ops.softmax(agent.policy_value(observations)[0])).astype(np.float64)
 
 
 def kl(p: np.ndarray, q: np.ndarray) -> float:
@@ -108,6 +112,7 @@ def test_bf16_gsde_log_probs_are_float32_ones_of_its_features():
     np.testing.assert_allclose(graph_log_probs, log_probs, rtol=0, atol=2e-6)
 
 
+@pytest.mark.backends
 def test_bf16_saves_and_loads_and_small_networks_act_in_numpy_only_in_float32(tmp_path):
     agent = DQN.from_env('CartPole-v1', seed=0, quiet=True, precision='bf16', buffer_initial_size=64)
     assert agent.models['model'].layers[1].compute_dtype == 'bfloat16'

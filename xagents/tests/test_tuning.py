@@ -92,6 +92,7 @@ def test_agent_without_cli_module_cannot_be_tuned(tmp_path, monkeypatch, xagents
                   'its TUNABLE hyperparameters, found none\n'
 
 
+@pytest.mark.backends
 def test_embedded_study_resumes_and_its_best_command_trains(workdir, xagents_cli):
     argv = ['tune', 'ppo', *TINY, '--lr', '1e-3', '3e-3', '--n-steps', '32,64']
     status, out, err = xagents_cli(*argv, '--n-trials', '2', '--plot', 'plots')

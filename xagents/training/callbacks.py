@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
@@ -349,3 +350,36 @@ class TensorBoard(Callback):
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+
+# Stable-Baselines3's callback hooks: a callback defining one expects it called, and xagents calls none of them.
+SB3_HOOKS = ('_on_step', 'on_step', '_on_rollout_start', '_on_rollout_end', 'on_rollout_start', 'on_rollout_end',
+             '_on_training_start', '_on_training_end', 'on_training_start', 'on_training_end', '_init_callback',
+             'init_callback')
+CALLBACK_WAY = ('xagents callbacks subclass xagents.training.callbacks.Callback and stop training by returning False '
+                'from on_round(run) or on_episode(run, episode) (Stable-Baselines3\'s _on_step ~ on_round, '
+                'self.num_timesteps ~ run.steps)')
+
+
+def checked_callbacks(callbacks: Callback | Sequence[Callback]) -> list[Callback]:
+    """``fit``'s ``callbacks`` (a list, or one as Stable-Baselines3's ``callback=`` takes it) as a list, each refused
+    in one line before training if the run would never call it: not a :class:`Callback` (a function, a
+    Stable-Baselines3 callback), or one whose hooks are Stable-Baselines3's (``_on_step``)."""
+    callbacks = [callbacks] if isinstance(callbacks, Callback) or not isinstance(callbacks, Iterable) else list(callbacks)
+    for callback in callbacks:
+        if isinstance(callback, Callback):
+            hooks = [hook for hook in SB3_HOOKS if hasattr(callback, hook)]
+            if hooks:
+                raise TypeError(f'{type(callback).__name__} defines {hooks[0]}, which xagents never calls: '
+                                f'{CALLBACK_WAY}')
+            continue
+        if isinstance(callback, type):
+            got = (f'the class {callback.__name__} (pass an instance: {callback.__name__}())'
+                   if issubclass(callback, Callback) else f'the class {callback.__name__}')
+        elif callable(callback) and not any(hasattr(callback, hook) for hook in SB3_HOOKS):
+            got = f'the function {getattr(callback, "__name__", repr(callback))}'
+        else:
+            hooks = [hook for hook in SB3_HOOKS if hasattr(callback, hook)]
+            got = type(callback).__name__ + (f', a Stable-Baselines3-style callback ({hooks[0]})' if hooks else '')
+        raise TypeError(f'expected Callback instances in callbacks, got {got}: {CALLBACK_WAY}')
+    return callbacks

@@ -148,3 +148,13 @@ class CommandOutput(logging.StreamHandler):
             silence_stdout()
             raise OutputClosed('standard output was closed') from None
         super().handleError(record)
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` comes from a Ctrl-C: one that lands in a C extension's initialisation (TensorFlow's, while
+    it loads) surfaces as that module's ImportError, caused by the KeyboardInterrupt."""
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
