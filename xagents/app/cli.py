@@ -16,7 +16,7 @@ import xagents
 from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
-from xagents.utils.console import BACKENDS, CommandOutput, load_keras, use_backend
+from xagents.utils.console import BACKENDS, CommandOutput, interrupted, load_keras, use_backend
 from xagents.envs.presets import read_presets
 from xagents.app.signatures import static_constructors, static_function
 

@@ -7,9 +7,15 @@ os.environ.setdefault('WANDB_SILENT', 'true')
 
 import logging  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 
 import pytest  # noqa: E402
+
+# pytest-xdist's worker processes ignore Ctrl-C (it is the controller's to handle), and a command a test starts would
+# inherit that: Python leaves an ignored SIGINT ignored. A user's terminal does not ignore it, so neither do the tests.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope='session')

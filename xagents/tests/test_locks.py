@@ -102,11 +102,13 @@ def test_a_run_on_the_checkpoints_and_history_of_a_live_run_is_refused_and_a_kil
 def hold(*outputs: str, fork: bool = False) -> tuple[subprocess.Popen, int]:
     """Start another process that locks ``outputs`` as a run does (and with ``fork`` starts a child that
     outlives it), then sleeps; return it, once it holds them, and its child's pid (or 0)."""
+    # (The child says its pid itself: by then it has let go of its copies of the locks, as a forked child does.)
     script = ('import os, sys, time; from xagents.storage.locks import lock_outputs\n'
               'locks = lock_outputs([("history", path) for path in sys.argv[2:]])\n'
               'child = os.fork() if sys.argv[1] == "fork" else 0\n'
-              'if child == 0 and sys.argv[1] == "fork": time.sleep(600); os._exit(0)\n'
-              'print(child, flush=True); time.sleep(600)\n')
+              'if child == 0 and sys.argv[1] == "fork": print(os.getpid(), flush=True); time.sleep(600); os._exit(0)\n'
+              'if sys.argv[1] != "fork": print(0, flush=True)\n'
+              'time.sleep(600)\n')
     holder = subprocess.Popen([sys.executable, '-c', script, 'fork' if fork else '-', *outputs],
                               stdout=subprocess.PIPE, text=True)
     return holder, int(holder.stdout.readline())
