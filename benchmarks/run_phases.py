@@ -4,7 +4,7 @@
 
 Each seed is a fresh process training with the tuned settings to the target, as ``xagents train`` does. It
 reports, in seconds: Python's start and the imports (TensorFlow's among them), building the agent and its envs,
-the first update (graph tracing), the other updates, collection (acting and env stepping), the rest of ``fit``
+the first update (tracing and compiling), the other updates, collection (acting and env stepping), the rest of ``fit``
 (progress, episode records, stopping checks) and the exit after the last step.
 """
 from __future__ import annotations
@@ -24,13 +24,15 @@ def phases(agent_name: str, env: str, target: float, seed: int, started: float) 
     from xagents.utils.console import load_keras
 
     load_keras()
+    import keras
+
     from xagents.registry import agent_class
 
     imported = time.time()
     agent = agent_class(agent_name).from_env(env, seed=seed, quiet=True)
     built = time.time()
     timings = {'collect': 0.0, 'updates': []}
-    collect, train_step = agent.collect, agent.train_step
+    collect, train_once = agent.collect, agent.train_once
 
     def timed_collect():
         start = time.perf_counter()
@@ -38,15 +40,16 @@ def phases(agent_name: str, env: str, target: float, seed: int, started: float) 
         timings['collect'] += time.perf_counter() - start
         return result
 
-    def timed_train_step(*args, **kwargs):
+    def timed_train_once():
         start = time.perf_counter()
-        result = train_step(*args, **kwargs)
-        for value in result.values():  # wait for the graph to finish
-            value.numpy()
-        timings['updates'].append(time.perf_counter() - start)
+        result = train_once()
+        if result:  # an update ran (an off-policy agent skips them while its buffer fills)
+            for value in result.values():  # wait for the compiled update to finish
+                keras.ops.convert_to_numpy(value)
+            timings['updates'].append(time.perf_counter() - start)
         return result
 
-    agent.collect, agent.train_step = timed_collect, timed_train_step
+    agent.collect, agent.train_once = timed_collect, timed_train_once
     run = agent.fit(target_reward=target, max_steps=1_000_000)
     fitted = time.time()
     fit = fitted - built
