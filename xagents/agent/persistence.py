@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Sequence
 import gymnasium as gym
 import numpy as np
 
+from xagents import backend
 from xagents.storage.atomic import atomic_write, check_writable
 from xagents.replay.buffer_state import buffer_state, restore_buffer_state
 from xagents.storage.checkpoints import checkpoint_arrays, read_checkpoint, save_checkpoint, write_checkpoint
@@ -206,11 +207,11 @@ def load_buffer(agent: BaseAgent, path: str) -> None:
 
 
 EXPORT_IN_TENSORFLOW = """
-import sys
-from xagents.registry import agent_class
+import importlib, sys
 from xagents.utils.console import load_keras
 load_keras()
-agent = agent_class(sys.argv[1]).load(sys.argv[2], quiet=True)
+module, _, name = sys.argv[1].partition(':')
+agent = getattr(importlib.import_module(module), name).load(sys.argv[2], quiet=True)
 try:
     agent.export(sys.argv[3], None if sys.argv[4] == '-' else sys.argv[4], action_mask=sys.argv[5] == '1')
 except (ValueError, TypeError, ImportError) as error:
@@ -220,12 +221,23 @@ except (ValueError, TypeError, ImportError) as error:
 
 def export_through_tensorflow(agent: BaseAgent, path: str, format: str | None, action_mask: bool) -> str:
     """Export an agent that runs on another Keras backend: a TensorFlow process loads a save of it and exports that
-    (TensorFlow writes every export format; the save is the same file on every backend)."""
+    (TensorFlow writes every export format; the save is the same file on every backend).
+
+    Raises:
+        ValueError: the agent's envs were not made from an env id, so the TensorFlow process cannot make them again.
+    """
+    if vector_settings(agent.envs) is None:
+        raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent again from '
+                         "its env id, and this agent's envs were not made from one: make it from an id "
+                         f'({type(agent).__name__}.from_env), or save it and export it on TensorFlow '
+                         f'(KERAS_BACKEND=tensorflow: {type(agent).__name__}.load(path, env=...).export(...))')
+    cls = type(agent)
     with tempfile.TemporaryDirectory(prefix='xagents-export-') as folder:
         save(agent, folder)
         child = subprocess.run(
-            [sys.executable, '-c', EXPORT_IN_TENSORFLOW, type(agent).__name__.lower(), folder, path, format or '-',
-             '1' if action_mask else '0'], capture_output=True, text=True, env={**os.environ, 'KERAS_BACKEND': 'tensorflow'})
+            [sys.executable, '-c', EXPORT_IN_TENSORFLOW, f'{cls.__module__}:{cls.__qualname__}', folder, path,
+             format or '-', '1' if action_mask else '0'],
+            capture_output=True, text=True, env={**os.environ, 'KERAS_BACKEND': 'tensorflow'})
     if child.returncode:
         lines = child.stderr.strip().splitlines() or ['no output']
         kind, _, message = lines[-1].partition(': ')

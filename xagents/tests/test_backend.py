@@ -171,6 +171,26 @@ def test_an_agent_on_another_backend_exports_through_tensorflow_what_it_predicts
     np.testing.assert_array_equal(exported, agent.predict(observations)[0])
 
 
+def test_an_agent_on_a_users_env_exports_on_tensorflow_and_says_how_elsewhere(tmp_path):
+    """A TensorFlow process can export only an agent it can make again: one built on a user's env object exports on
+    TensorFlow, and on another backend is refused in one line that says what to do, with nothing written."""
+    import gymnasium as gym
+
+    from xagents import PPO
+    from xagents.storage.export import load_exported
+
+    agent = PPO(gym.make('CartPole-v1'), n_steps=32, seed=0, quiet=True)
+    path = str(tmp_path / 'policy')
+    if keras.backend.backend() == 'tensorflow':
+        observations = RNG.normal(size=(8, 4)).astype(np.float32)
+        np.testing.assert_array_equal(load_exported(agent.export(path))(observations), agent.predict(observations)[0])
+        return
+    with pytest.raises(ValueError, match=r"this agent's envs were not made from one: make it from an id \(PPO.from_env\), "
+                                         r'or save it and export it on TensorFlow') as error:
+        agent.export(path)
+    assert '\n' not in str(error.value) and not os.path.exists(path)
+
+
 def test_a_backend_is_chosen_once_per_process_and_an_unknown_one_is_one_line():
     import xagents
 
