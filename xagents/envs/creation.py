@@ -458,8 +458,8 @@ def create_envs(
     if ale is not None:
         envs = AleVectorEnv(env_spec(env_id), n_envs, **ale)
     elif async_envs:
-        envs = gym.vector.AsyncVectorEnv([functools.partial(_without_interrupts, make, os.getpid())] * n_envs,
-                                         autoreset_mode=AUTORESET_MODE)
+        envs = OrderlyAsyncVectorEnv([functools.partial(_without_interrupts, make, os.getpid())] * n_envs,
+                                     autoreset_mode=AUTORESET_MODE)
     else:
         envs = gym.vector.SyncVectorEnv([make] * n_envs, autoreset_mode=AUTORESET_MODE)
     # Enough to make more envs like these (deterministic evaluation, play).
@@ -499,6 +499,25 @@ def _without_interrupts(make: Callable[[], gym.Env], learner: int) -> gym.Env:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     return make()
+
+
+class OrderlyAsyncVectorEnv(gym.vector.AsyncVectorEnv):
+    """Gymnasium's ``AsyncVectorEnv`` whose calls reach every worker or none: Ctrl-C or SIGTERM (a stop in order)
+    while a step, reset or call is being sent waits until every worker has its command. Landing between two workers,
+    it would leave one worker's answer unread and unawaited, which ``close`` would read as that worker's
+    "closed", and the worker's own answer would then find the pipe shut (a traceback on the terminal)."""
+
+    def step_async(self, actions) -> None:
+        with interrupts_deferred():
+            super().step_async(actions)
+
+    def reset_async(self, seed=None, options=None) -> None:
+        with interrupts_deferred():
+            super().reset_async(seed=seed, options=options)
+
+    def call_async(self, name: str, *args, **kwargs) -> None:
+        with interrupts_deferred():
+            super().call_async(name, *args, **kwargs)
 
 
 PENDING_CALL_TIMEOUT = 5.0  # seconds a closing async env waits for a step or reset still running in its workers

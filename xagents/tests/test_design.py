@@ -163,5 +163,6 @@ def test_ci_runs_exactly_the_test_command_the_readme_gives():
     command = section.split('```sh\n', 1)[1].split('\n```', 1)[0].strip()
     install, _, run = command.partition(' && ')  # on a fresh machine the command installs what the tests need
     assert install.startswith('pip install ') and run.startswith('python -m pytest ') and len(command.splitlines()) == 1
-    assert command in (PACKAGE.parent / '.ci' / 'run').read_text().splitlines()
+    # (`set -e` lets a failure inside an && list pass: CI exits with it)
+    assert f'{command} || exit 1' in (PACKAGE.parent / '.ci' / 'run').read_text().splitlines()
     assert readme.count('pytest') == command.count('pytest'), 'one command in the README names the test runner'

@@ -306,3 +306,29 @@ def test_a_run_resumed_from_a_save_before_its_end_goes_on_from_the_saves_step(wo
     assert history['step'].iloc[len(kept):].min() > 1024 and history['step'].is_monotonic_increasing
     assert sorted(os.listdir('saves')) == ['step-000000001024', 'step-000000001536', 'step-000000002048']
     assert resumed.steps == 2048
+
+
+def test_a_ctrl_c_while_a_step_is_sent_to_async_workers_still_closes_them_in_order(capfd):
+    """Ctrl-C that lands after the first worker got its step and before the second did waits until both have it:
+    the step is then awaited, its answers read, and every worker closes cleanly (else the first worker's answer would
+    be read as its "closed", and the worker's own "closed" could find the pipe shut: a traceback)."""
+    from xagents.envs.creation import close_envs, create_envs
+
+    envs = create_envs('CartPole-v1', n_envs=2, async_envs=True, seed=0)
+    envs.reset(seed=0)
+    first = envs.parent_pipes[0]
+    send = first.send
+
+    def send_then_ctrl_c(message):
+        send(message)
+        if message[0] == 'step':
+            signal.raise_signal(signal.SIGINT)
+
+    first.send = send_then_ctrl_c
+    with pytest.raises(KeyboardInterrupt):
+        envs.step(np.zeros(2, np.int64))
+    observations, *_ = envs.step_wait(timeout=30)  # the step went to both workers, and both answered it
+    assert observations.shape == (2, 4)
+    close_envs(envs)
+    assert [process.exitcode for process in envs.processes] == [0, 0]
+    assert 'Traceback' not in capfd.readouterr().err
