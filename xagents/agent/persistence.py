@@ -227,8 +227,8 @@ def export_through_tensorflow(agent: BaseAgent, path: str, format: str | None, a
         ValueError: the agent's envs were not made from an env id, so the TensorFlow process cannot make them again.
     """
     if vector_settings(agent.envs) is None:
-        raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent again from '
-                         "its env id, and this agent's envs were not made from one: make it from an id "
+        raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent '
+                         "again from its env id, and this agent's envs were not made from one: make it from an id "
                          f'({type(agent).__name__}.from_env), or save it and export it on TensorFlow '
                          f'(KERAS_BACKEND=tensorflow: {type(agent).__name__}.load(path, env=...).export(...))')
     cls = type(agent)

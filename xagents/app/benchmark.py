@@ -468,7 +468,8 @@ def machine() -> dict:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    return {'backend': backend_name(), 'versions': versions, 'python': platform.python_version(), 'platform': platform.platform(),
+    return {'backend': backend_name(), 'versions': versions, 'python': platform.python_version(),
+            'platform': platform.platform(),
             'processor': platform.processor() or platform.machine(), 'cpus': os.cpu_count(),
             'command': ' '.join(['xagents', *sys.argv[1:]])}
 

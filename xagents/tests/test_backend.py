@@ -185,8 +185,8 @@ def test_an_agent_on_a_users_env_exports_on_tensorflow_and_says_how_elsewhere(tm
         observations = RNG.normal(size=(8, 4)).astype(np.float32)
         np.testing.assert_array_equal(load_exported(agent.export(path))(observations), agent.predict(observations)[0])
         return
-    with pytest.raises(ValueError, match=r"this agent's envs were not made from one: make it from an id \(PPO.from_env\), "
-                                         r'or save it and export it on TensorFlow') as error:
+    with pytest.raises(ValueError, match=r"this agent's envs were not made from one: make it from an id "
+                                         r'\(PPO.from_env\), or save it and export it on TensorFlow') as error:
         agent.export(path)
     assert '\n' not in str(error.value) and not os.path.exists(path)
 

@@ -23,8 +23,8 @@ def atari_batch(agent, size: int = 64, seed: int = 0):
     old_log_probs, _ = agent.log_prob_entropy(params, ops.convert_to_tensor(actions))
     advantages = rng.normal(size=size).astype(np.float32)
     returns = rng.normal(size=size).astype(np.float32)
-    return [ops.convert_to_tensor(value) for value in (observations, actions, ops.convert_to_numpy(old_log_probs) - 0.05,
-                                                       advantages, returns)]
+    old_log_probs = ops.convert_to_numpy(old_log_probs) - 0.05
+    return [ops.convert_to_tensor(value) for value in (observations, actions, old_log_probs, advantages, returns)]
 
 
 def loss_and_gradients(agent, batch):
