@@ -1,3 +1,4 @@
+import os
 import re
 from pathlib import Path
 
@@ -17,16 +18,22 @@ def requirements(extra: str | None = None) -> list[str]:
     return found
 
 
-extras = {extra: requirements(extra)
-          for extra in ('test', 'postgres', 'mysql', 'tensorboard', 'export', 'distributed', 'robotics', 'docs', 'jax')}
-# Not the JAX backend: TensorFlow imports JAX at its own start whenever JAX is installed (about 0.6 s of every
-# TensorFlow run's launch here). `.[all,jax]` installs both.
-extras['all'] = sorted({requirement for extra, group in extras.items() if extra != 'jax' for requirement in group})
+BACKEND_EXTRAS = ('jax', 'torch')
+extras = {extra: requirements(extra) for extra in ('test', 'postgres', 'mysql', 'tensorboard', 'export', 'distributed',
+                                                   'robotics', 'docs', *BACKEND_EXTRAS)}
+# Not the other backends: TensorFlow imports JAX at its own start whenever JAX is installed (about 0.6 s of every
+# TensorFlow run's launch here). `.[all,jax,torch]` installs all three.
+extras['all'] = sorted({requirement for extra, group in extras.items() if extra not in BACKEND_EXTRAS
+                        for requirement in group})
+install_requires = requirements()
+# KERAS_BACKEND=jax or torch while installing leaves TensorFlow out: `KERAS_BACKEND=jax pip install '.[jax]'`.
+if os.environ.get('KERAS_BACKEND', 'tensorflow') in BACKEND_EXTRAS:
+    install_requires = [requirement for requirement in install_requires if not requirement.startswith('tensorflow')]
 
 setup(
     name='xagents',
     version=version,
-    description='Deep reinforcement learning agents on Keras 3 (TensorFlow or JAX), usable from Python or one command',
+    description='Deep reinforcement learning agents on Keras 3 (TensorFlow, JAX or PyTorch), from Python or a command',
     long_description=(here / 'README.md').read_text(encoding='utf-8'),
     long_description_content_type='text/markdown',
     license='MIT',
@@ -34,7 +41,7 @@ setup(
     packages=find_packages(exclude=['xagents.tests', 'xagents.tests.*']),
     include_package_data=True,
     package_data={'xagents': ['*/models/*.cfg', '*/hyperparameters.json']},
-    install_requires=requirements(),
+    install_requires=install_requires,
     extras_require=extras,
     entry_points={'console_scripts': ['xagents=xagents.app.command:main']},
     classifiers=[

@@ -31,7 +31,7 @@ def section(block: str, output: str) -> str:
     command = re.sub(r' --output \S+| --summarize-only', '', machine['command'])
     backend = machine.get('backend', 'tensorflow')  # (benchmarks before JAX ran on TensorFlow)
     engine = (f'TensorFlow {versions["tensorflow"]}' if backend == 'tensorflow'
-              else f'Keras {versions["keras"]} on JAX {versions["jax"]}')
+              else f'Keras {versions["keras"]} on {backend_title(backend)} {versions[backend]}')
     header = (f'`{command}` on a {machine["cpus"]}-core CPU ({len(runs)} runs, {busy:.0f} min of run '
               f'time in all; xagents {versions["xagents"]}, {engine}, Gymnasium {versions["gymnasium"]}). Each run trains its whole budget and plays 10 deterministic episodes every '
               f'`eval_frequency` steps; "steps to target" is the first evaluation at or above the target (a run that '
@@ -51,7 +51,11 @@ def section(block: str, output: str) -> str:
 def machine_backend(output: str) -> str:
     """The backend a benchmark ran on, as the docs name it."""
     backend = json.load(open(os.path.join(output, 'machine.json'))).get('backend', 'tensorflow')
-    return {'tensorflow': 'TensorFlow', 'jax': 'JAX'}.get(backend, backend)
+    return backend_title(backend)
+
+
+def backend_title(backend: str) -> str:
+    return {'tensorflow': 'TensorFlow', 'jax': 'JAX', 'torch': 'PyTorch'}.get(backend, backend)
 
 
 def main() -> None:

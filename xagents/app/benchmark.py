@@ -463,7 +463,7 @@ def plot_aggregate(records: list[dict], randoms: dict[str, float], path: str) ->
 def machine() -> dict:
     """What produced the results: the backend, versions, the machine, the command line."""
     versions = {}
-    for package in ('xagents', 'keras', 'tensorflow', 'jax', 'gymnasium', 'numpy', 'ale-py', 'box2d'):
+    for package in ('xagents', 'keras', 'tensorflow', 'jax', 'torch', 'gymnasium', 'numpy', 'ale-py', 'box2d'):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:

@@ -510,7 +510,7 @@ def configure_logging(quiet: bool) -> None:
     logging.basicConfig(handlers=[CommandOutput()], format='%(message)s',
                         level=logging.WARNING if quiet else logging.INFO)
     outputs_logger.setLevel(logging.INFO)
-    for library in ('tensorflow', 'absl'):  # not their notes ('Assets written to ...' on every export)
+    for library in ('tensorflow', 'absl', 'jax'):  # not their notes ('Assets written to ...', 'Unable to initialize ...')
         logging.getLogger(library).setLevel(logging.WARNING)
 
 

@@ -2,10 +2,12 @@
 Hessian- and Jacobian-vector products, and control flow that updates variables.
 
 The agents' maths is written once in ``keras.ops``; this package picks the module of the backend Keras runs on
-(``KERAS_BACKEND``, read when Keras is first imported: ``tensorflow``, the default, or ``jax``). Every module offers:
+(``KERAS_BACKEND``, read when Keras is first imported: ``tensorflow``, the default, ``jax`` or ``torch``). Every
+module offers:
 
 - ``compiled(fn, variables)``: ``fn`` as one compiled call (``tf.function``; ``jax.jit`` with the variables'
-  values threaded through it). ``fn`` reads and assigns Keras variables as ordinary eager code does.
+  values threaded through it; on PyTorch, an eager call that records no gradients). ``fn`` reads and assigns Keras
+  variables as ordinary eager code does.
 - ``value_and_grad(loss, variables)``: ``((value, aux), gradients)`` of ``loss() -> (value, aux)``.
 - ``hvp(loss, variables, vector)``: the Hessian of ``loss()`` times a flat ``vector``.
 - ``vjp(fn, primal, cotangent)``: ``fn(primal)`` and the cotangent pulled back through it.
@@ -17,17 +19,28 @@ The agents' maths is written once in ``keras.ops``; this package picks the modul
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import keras
 
-BACKENDS = ('tensorflow', 'jax')
+BACKENDS = ('tensorflow', 'jax', 'torch')
 NAME = keras.backend.backend()
 if NAME not in BACKENDS:
-    raise ImportError(f'xagents runs on the Keras backends {" and ".join(BACKENDS)}; KERAS_BACKEND is {NAME!r}')
+    raise ImportError(f'xagents runs on the Keras backends {", ".join(BACKENDS)}; KERAS_BACKEND is {NAME!r}')
+
+if NAME != 'tensorflow' and 'tensorflow' not in sys.modules:
+    # Keras asks whether TensorFlow is importable when it serialises a layer's config (cloning a model into a target
+    # network) and imports it to answer: 1.5 s of a launch, and TensorFlow's start-up lines, to look for TensorFlow
+    # objects that cannot exist before it loads (xagents.utils.console.load_tensorflow asks again once it does).
+    from keras.src.utils import module_utils
+
+    module_utils.tensorflow._available = False
 
 if NAME == 'jax':
     from xagents.backend import jax_backend as _module
+elif NAME == 'torch':
+    from xagents.backend import torch_backend as _module
 else:
     from xagents.backend import tensorflow_backend as _module
 compiled: Callable = _module.compiled

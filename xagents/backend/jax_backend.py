@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import keras
 import numpy as np
+
+from xagents.backend.seeding import seed_keras_and_numpy
 
 _frames: list['_Frame'] = []  # the open frames, innermost last
 
@@ -221,16 +222,8 @@ def gpu_available() -> bool:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed Python's, NumPy's and Keras' global random streams (layer initialisers) as
-    ``keras.utils.set_random_seed`` does, without importing TensorFlow to seed it too (seconds of start-up)."""
-    from keras.src.backend.common import global_state
-    from keras.src.random import seed_generator
-    from keras.src.utils import rng_utils
-
-    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
-    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
-    random.seed(seed)
-    np.random.seed(seed)
+    """Seed Python's, NumPy's and Keras' global random streams (layer initialisers)."""
+    seed_keras_and_numpy(seed)
 
 
 def limit_threads() -> None:

@@ -25,11 +25,13 @@ ACTION_DTYPE = 'int64'
 def argmax(values: Tensor) -> Tensor:
     """The index of the largest entry of the last axis (the first of ties), as :data:`ACTION_DTYPE` (graph mode).
 
-    A ``top_k`` of 1, with -0.0 made 0.0 first, picks as ``tf.argmax`` and NumPy do: ``keras.ops.argmax`` on
-    TensorFlow tells -0.0 below 0.0 through a ``Bitcast`` that ONNX exports cannot convert, and XLA's ``top_k`` (JAX)
-    orders the two zeros too.
+    The smallest index holding the maximum, as ``tf.argmax`` and NumPy pick, on every backend: ``keras.ops.argmax``
+    on TensorFlow tells -0.0 below 0.0 through a ``Bitcast`` that ONNX exports cannot convert, XLA's ``top_k`` (JAX)
+    orders the two zeros, and PyTorch's ``argmax`` and ``topk`` may return any of tied entries.
     """
-    return ops.cast(ops.top_k(ops.where(values == 0, 0.0, values), 1)[1][..., 0], ACTION_DTYPE)
+    size = values.shape[-1]
+    first = ops.min(ops.where(values == ops.max(values, -1, keepdims=True), ops.arange(size), size), -1)
+    return ops.cast(ops.minimum(first, size - 1), ACTION_DTYPE)  # (NaN everywhere: the last index, not beyond)
 
 # Logits of the padding entries of the shorter sub-spaces: exp() is exactly 0 in float32 and, unlike -inf,
 # 0 * (padding) stays 0 in entropies and KLs.

@@ -64,7 +64,7 @@ def test_a_compiled_update_equals_the_same_code_run_eagerly():
     run = backend.compiled(lambda x, y: update(*compiled, x, y),
                            lambda: compiled[0].variables + compiled[1].variables + [compiled[2].state, compiled[3]])
     for _ in range(2):
-        expected, got = update(*eager, X, Y), run(X, Y)
+        expected, got = update(*eager, ops.convert_to_tensor(X), ops.convert_to_tensor(Y)), run(X, Y)
         for name in expected:
             np.testing.assert_allclose(ops.convert_to_numpy(got[name]), ops.convert_to_numpy(expected[name]),
                                        rtol=1e-5, atol=1e-6, err_msg=name)
@@ -86,7 +86,7 @@ def test_the_random_stream_advances_across_compiled_calls():
 def flat_gradient(model, values: np.ndarray) -> np.ndarray:
     for variable, value in zip(model.trainable_variables, unflatten(model, values)):
         variable.assign(value)
-    (_, _), gradients = backend.value_and_grad(lambda: (ops.mean((model(X) - Y) ** 2), None),
+    (_, _), gradients = backend.value_and_grad(lambda: (ops.mean((model(X) - ops.convert_to_tensor(Y)) ** 2), None),
                                                model.trainable_variables)
     return np.concatenate([ops.convert_to_numpy(gradient).ravel() for gradient in gradients])
 
@@ -104,7 +104,8 @@ def test_the_hessian_vector_product_is_the_change_of_the_gradient():
     model = setup()[0]
     theta = np.concatenate([weight.ravel() for weight in WEIGHTS]).astype(np.float64)
     vector = RNG.normal(size=theta.size)
-    product = ops.convert_to_numpy(backend.hvp(lambda: ops.mean((model(X) - Y) ** 2), model.trainable_variables,
+    product = ops.convert_to_numpy(backend.hvp(lambda: ops.mean((model(X) - ops.convert_to_tensor(Y)) ** 2),
+                                               model.trainable_variables,
                                                ops.convert_to_tensor(vector.astype(np.float32))))
     h = 1e-2  # central differences of the gradient along the vector
     expected = (flat_gradient(model, (theta + h * vector).astype(np.float32))
@@ -131,13 +132,13 @@ sys.path.insert(0, {tests!r})
 from test_backend import X, Y, setup, update, state
 from keras import ops
 parts = setup()
-out = update(*parts, X, Y)
+out = update(*parts, ops.convert_to_tensor(X), ops.convert_to_tensor(Y))
 print(json.dumps({{'first': float(ops.convert_to_numpy(out['first'])), 'last': float(ops.convert_to_numpy(out['last'])),
                   'weights': [w.ravel().tolist() for w in state(*parts)[:4]]}}))
 """
 
 
-@pytest.mark.skipif(keras.backend.backend() != 'tensorflow', reason='compares the JAX backend from the TensorFlow run')
+@pytest.mark.skipif(keras.backend.backend() != 'tensorflow', reason='compares the other backends from the TensorFlow run')
 def test_every_backend_computes_the_same_update_from_the_same_weights():
     script = SAME_NUMBERS.format(tests=os.path.dirname(__file__))
     results = {}
@@ -146,12 +147,13 @@ def test_every_backend_computes_the_same_update_from_the_same_weights():
                                env={**os.environ, 'KERAS_BACKEND': name})
         assert child.returncode == 0, child.stderr[-2000:]
         results[name] = json.loads(child.stdout.strip().splitlines()[-1])
-    tensorflow, jax = results['tensorflow'], results['jax']
-    assert tensorflow['last'] < tensorflow['first']
-    np.testing.assert_allclose(jax['first'], tensorflow['first'], rtol=1e-5)
-    np.testing.assert_allclose(jax['last'], tensorflow['last'], rtol=1e-4)
-    for a, b in zip(jax['weights'], tensorflow['weights']):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    tensorflow = results.pop('tensorflow')
+    assert tensorflow['last'] < tensorflow['first'] and set(results) == {'jax', 'torch'}
+    for other in results.values():
+        np.testing.assert_allclose(other['first'], tensorflow['first'], rtol=1e-5)
+        np.testing.assert_allclose(other['last'], tensorflow['last'], rtol=1e-4)
+        for a, b in zip(other['weights'], tensorflow['weights']):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.skipif(keras.backend.backend() == 'tensorflow', reason='TensorFlow exports in its own process')
@@ -199,12 +201,12 @@ def test_a_backend_is_chosen_once_per_process_and_an_unknown_one_is_one_line():
     other = next(name for name in backend.BACKENDS if name != running)
     with pytest.raises(ValueError, match=f'Keras already runs on {running} in this process'):
         xagents.use_backend(other)
-    with pytest.raises(ValueError, match="expected a backend among tensorflow, jax, got 'torch'"):
-        xagents.use_backend('torch')
+    with pytest.raises(ValueError, match="expected a backend among tensorflow, jax, torch, got 'mxnet'"):
+        xagents.use_backend('mxnet')
     child = subprocess.run([sys.executable, '-m', 'xagents', 'train', 'ppo', '--env', 'CartPole-v1', '--backend',
-                            'torch'], capture_output=True, text=True, timeout=120)
+                            'mxnet'], capture_output=True, text=True, timeout=120)
     assert child.returncode == 2 and child.stderr.strip().count('\n') == 0, child.stderr
-    assert "--backend: expected a backend among tensorflow, jax, got 'torch'" in child.stderr
+    assert "--backend: expected a backend among tensorflow, jax, torch, got 'mxnet'" in child.stderr
 
 
 def test_the_command_line_trains_on_the_backend_it_names(tmp_path):

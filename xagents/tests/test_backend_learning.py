@@ -1,7 +1,8 @@
-"""PPO, A2C, TRPO and ACER on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, or jax).
+"""PPO, A2C, TRPO and ACER on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, jax or
+torch).
 
 Each learns CartPole to a stated mean reward within a step budget from its preset (``from_env``, seed 0); and an
-agent saved on the other backend (in a child process) loads here and acts as it did there.
+agent saved on another backend (in a child process: JAX's from TensorFlow's run, TensorFlow's from the others') loads here and acts as it did there.
 """
 import json
 import os
@@ -17,7 +18,7 @@ from xagents.acer import ACER
 
 pytestmark = pytest.mark.backends
 
-OTHER_BACKEND = {'tensorflow': 'jax', 'jax': 'tensorflow'}[keras.backend.backend()]
+OTHER_BACKEND = 'jax' if keras.backend.backend() == 'tensorflow' else 'tensorflow'
 # CartPole observations spread over the states a policy tells apart (cart and pole moving either way).
 OBSERVATIONS = np.random.default_rng(0).normal(0, [1.0, 1.0, 0.1, 1.0], (32, 4)).astype(np.float32)
 

@@ -216,9 +216,10 @@ def test_ppo_updates_with_the_masks_it_collected_with():
     masks = rollout.action_masks.reshape(n, -1)
     assert not masks.all()
     np.testing.assert_array_equal(masks, ALLOWED[columns[0].argmax(-1)])
-    _, metrics = agent.minibatch_loss(*columns, masks)
+    tensors = [ops.convert_to_tensor(column) for column in columns]  # as the compiled update gets them
+    _, metrics = agent.minibatch_loss(*tensors, ops.convert_to_tensor(masks))
     assert abs(float(metrics['approx_kl'])) < 1e-6
-    _, unmasked = agent.minibatch_loss(*columns)
+    _, unmasked = agent.minibatch_loss(*tensors)
     assert float(unmasked['approx_kl']) > 1e-3
     given = {}
     agent.train_step = lambda *arrays, **kwargs: given.update(kwargs) or {}

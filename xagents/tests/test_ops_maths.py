@@ -26,6 +26,8 @@ def compiled(fn):
         import jax
 
         return jax.jit(fn)
+    if BACKEND == 'torch':  # PyTorch runs agents' updates eagerly
+        return fn
     import tensorflow as tf
 
     return tf.function(fn, autograph=False)
@@ -33,6 +35,7 @@ def compiled(fn):
 
 def both(fn, *args) -> list[np.ndarray]:
     """``fn(*args)`` eagerly and compiled, as NumPy arrays; they agree to float32 rounding."""
+    args = [ops.convert_to_tensor(arg) if isinstance(arg, np.ndarray) else arg for arg in args]
     eager, graph = (ops.convert_to_numpy(run(*args)) for run in (fn, compiled(fn)))
     np.testing.assert_allclose(graph, eager, rtol=1e-6, atol=1e-6)
     return eager
@@ -44,6 +47,15 @@ def gradient(fn, x: np.ndarray) -> np.ndarray:
         import jax
 
         return np.asarray(jax.grad(lambda value: ops.sum(fn(value)))(ops.convert_to_tensor(x)))
+    if BACKEND == 'torch':
+        import torch
+
+        value = torch.tensor(x, requires_grad=True)
+        total = ops.sum(fn(value))
+        if not total.requires_grad:  # fn does not depend on x
+            return np.zeros_like(x)
+        (grad,) = torch.autograd.grad(total, value, allow_unused=True)
+        return np.zeros_like(x) if grad is None else grad.numpy()
     import tensorflow as tf
 
     variable = tf.Variable(x)
@@ -53,8 +65,8 @@ def gradient(fn, x: np.ndarray) -> np.ndarray:
 
 
 def assert_action_dtype(actions: np.ndarray) -> None:
-    """Modes are int64 on TensorFlow, as exports give them (JAX without x64 has int32 at most)."""
-    assert actions.dtype == (np.int64 if BACKEND == 'tensorflow' else np.int32), actions.dtype
+    """Modes are int64 on TensorFlow and PyTorch, as exports give them (JAX without x64 has int32 at most)."""
+    assert actions.dtype == (np.int32 if BACKEND == 'jax' else np.int64), actions.dtype
 
 
 LOGITS = np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]], np.float32)  # (B=2, n=3): not square, rows differ

@@ -17,6 +17,7 @@ from xagents.networks.recurrence import Memory, in_sequences
 from xagents.maths.returns import gae
 
 pytestmark = pytest.mark.backends  # memory on each backend: the layer, collection, training, saves, exports
+numpy = keras.ops.convert_to_numpy  # a model's outputs as arrays, on any backend
 
 MODELS = os.path.join(os.path.dirname(xagents.envs.toy_envs.__file__), '..', 'agent', 'models')
 VECTOR = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -32,8 +33,8 @@ def step_by_step(model, observations, starts, state):
     outputs = []
     for t in range(observations.shape[1]):
         *step, state = model([observations[:, t], starts[:, t:t + 1], state])
-        outputs.append(np.asarray(step[0]))
-        state = np.asarray(state)
+        outputs.append(numpy(step[0]))
+        state = numpy(state)
     return np.stack(outputs, 1), state
 
 
@@ -49,8 +50,8 @@ def test_a_sequence_equals_its_steps_and_the_state_resets_exactly_where_an_episo
     state = rng.normal(size=(3, size)).astype(np.float32)
     *whole, last = model([observations.reshape(18, 4), starts, state])
     steps, stepped_last = step_by_step(model, observations, starts, state)
-    np.testing.assert_allclose(np.asarray(whole[0]).reshape(3, 6, -1), steps, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(last), stepped_last, atol=1e-5)
+    np.testing.assert_allclose(numpy(whole[0]).reshape(3, 6, -1), steps, atol=1e-5)
+    np.testing.assert_allclose(numpy(last), stepped_last, atol=1e-5)
     # From its start on, env 1 acts as if it had begun there with a zero state, whatever came before...
     fresh, _ = step_by_step(model, observations[1:2, 3:], np.array([[1, 0, 0]], np.float32),
                             np.zeros((1, size), np.float32))
@@ -70,7 +71,7 @@ def test_numpy_acting_equals_the_keras_model(kind):
     observations = rng.normal(size=(5, 4)).astype(np.float32)
     starts = np.array([[1], [0], [0], [1], [0]], np.float32)
     state = rng.normal(size=(5, model.layer_graph.state_size)).astype(np.float32)
-    expected = [np.asarray(output) for output in model([observations, starts, state])]
+    expected = [numpy(output) for output in model([observations, starts, state])]
     for got, want in zip(NumpyForward(model)(observations, starts, state), expected):
         np.testing.assert_allclose(got, want, atol=1e-5)
 
@@ -117,8 +118,8 @@ def test_training_sequences_reproduce_the_collection_time_log_probabilities(agen
         'observations': columns[0], 'actions': columns[1], 'sequences': (starts, states)}))
     params, values = agent.policy_value(batch['observations'], batch['sequences'])
     log_probs, _ = agent.log_prob_entropy(params, batch['actions'])
-    np.testing.assert_allclose(np.asarray(log_probs), columns[2].reshape(-1), atol=2e-5)
-    np.testing.assert_allclose(np.asarray(values)[:, 0], in_sequences(length, rollout.values)[0].reshape(-1), atol=2e-5)
+    np.testing.assert_allclose(numpy(log_probs), columns[2].reshape(-1), atol=2e-5)
+    np.testing.assert_allclose(numpy(values)[:, 0], in_sequences(length, rollout.values)[0].reshape(-1), atol=2e-5)
 
 
 def replayed(env_id: str, seed: int, actions: np.ndarray, **make_kwargs) -> dict:
@@ -151,8 +152,8 @@ def stepped(model, observations: np.ndarray, starts: np.ndarray) -> tuple[list[n
     for t in range(len(observations)):
         state = np.where(starts[t][:, None], 0.0, state).astype(np.float32)
         *step, state = model([observations[t], np.zeros((len(state), 1), np.float32), state])
-        state = np.asarray(state)
-        outputs.append([np.asarray(output) for output in step])
+        state = numpy(state)
+        outputs.append([numpy(output) for output in step])
         after.append(state)
     return outputs, after
 
@@ -206,13 +207,13 @@ def test_the_update_sees_each_envs_trajectory_as_its_steps_and_a_truncation_boot
     for t, env_index in np.argwhere(truncated):
         state = after[32 + t][env_index:env_index + 1]
         final = model([env['finals'][32 + t, env_index:env_index + 1], np.zeros((1, 1), np.float32), state])[1]
-        expected_rewards[t, env_index] += agent.gamma * float(np.asarray(final)[0, 0])
+        expected_rewards[t, env_index] += agent.gamma * float(numpy(final)[0, 0])
         fresh = model([env['finals'][32 + t, env_index:env_index + 1], np.ones((1, 1), np.float32), state])[1]
-        assert abs(float(np.asarray(fresh)[0, 0]) - float(np.asarray(final)[0, 0])) > 1e-3  # (the state makes a difference)
+        assert abs(float(numpy(fresh)[0, 0]) - float(numpy(final)[0, 0])) > 1e-3  # (the state makes a difference)
     np.testing.assert_allclose(second.rewards, expected_rewards, atol=1e-5)
     # The update's first losses, from its sequences and their stored first states, are those of the steps.
     last_state = np.where(dones[-1][:, None], 0.0, after[-1]).astype(np.float32)
-    last_values = np.asarray(model([env['last'], np.zeros((3, 1), np.float32), last_state])[1])[:, 0]
+    last_values = numpy(model([env['last'], np.zeros((3, 1), np.float32), last_state])[1])[:, 0]
     advantages, returns = gae(expected_rewards, values, dones[late].astype(np.float32), last_values, agent.gamma,
                               agent.lam)
     probabilities = np.exp(log_softmax)

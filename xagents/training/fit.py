@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
+from keras import ops
 
 from xagents.training.callbacks import (Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, Saves,
                                         TensorBoard, Wandb)
@@ -46,7 +47,7 @@ def train(agent: BaseAgent, settings: SimpleNamespace) -> Run:
         run.start(settings.ray_address)  # starts the workers, if any
         try:
             while run.reason is None:  # collect and update; the run records, logs, saves and judges
-                metrics = agent.train_once()
+                metrics = {name: ops.convert_to_numpy(value) for name, value in agent.train_once().items()}
                 check_finite_metrics(metrics, agent.steps)
                 if agent.lr_decay_steps:
                     agent.update_learning_rates()

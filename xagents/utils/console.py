@@ -49,12 +49,12 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(held[0])  # to the handler it was meant for: KeyboardInterrupt, or the default
 
 
-BACKENDS = ('tensorflow', 'jax')  # the Keras backends xagents runs on
+BACKENDS = ('tensorflow', 'jax', 'torch')  # the Keras backends xagents runs on
 
 
 def use_backend(name: str) -> None:
-    """Run xagents on the Keras backend ``name`` (``tensorflow``, the default, or ``jax``): before the first agent
-    is built, as ``KERAS_BACKEND`` does. ``--backend`` on the command line calls it.
+    """Run xagents on the Keras backend ``name`` (``tensorflow``, the default, ``jax`` or ``torch``): before the first
+    agent is built, as ``KERAS_BACKEND`` does. ``--backend`` on the command line calls it.
 
     Raises:
         ValueError: an unknown backend, or Keras already runs on another one in this process.
@@ -101,6 +101,9 @@ def load_tensorflow() -> None:
     if 'tensorflow' not in sys.modules:
         with native_stderr_silenced():
             importlib.import_module('tensorflow')
+        from keras.src.utils import module_utils
+
+        module_utils.tensorflow._available = None  # (see xagents.backend: Keras may look for TensorFlow's objects)
 
 
 def console_logging() -> None:
