@@ -1,4 +1,4 @@
-"""TensorFlow against JAX, side by side, as whole processes: launch time, time to a target, off-policy throughput.
+"""TensorFlow, JAX and PyTorch, side by side, as whole processes: launch time, time to a target, off-policy throughput.
 
 Each case runs once per backend for every seed, the backends taking turns, on an otherwise idle machine::
 
@@ -17,7 +17,8 @@ Cases:
   empty JAX cache, and with the one that filled.
 
 The JAX cache (``JAX_COMPILATION_CACHE_DIR``) is a temporary folder, emptied before every launch and time-to-target
-run, so that their times include compiling. Prints one line per run, then the medians and JAX / TensorFlow ratios.
+run, so that their times include compiling. Prints one line per run, then the medians and their ratios to
+TensorFlow's.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import time
 import gymnasium as gym
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BACKENDS = ('tensorflow', 'jax')
+BACKENDS = ('tensorflow', 'jax', 'torch')
 TARGETS = {
     'ppo-cartpole': ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '475', '--max-steps', '300000'],
     'sac-pendulum': ['train', 'sac', '--env', 'Pendulum-v1', '--target-reward', '-200', '--max-steps', '20000'],
@@ -172,7 +173,8 @@ def main() -> None:
                     'launch', 'compile'))]:
                 medians = {backend: statistics.median(run[key] for run in runs[backend]) for backend in BACKENDS}
                 print(f'{case}: median {key} ' + ', '.join(f'{backend} {value:,.2f}' for backend, value in medians.items())
-                      + f': JAX / TensorFlow {medians["jax"] / medians["tensorflow"]:.2f}', flush=True)
+                      + ''.join(f'; {backend} / tensorflow {medians[backend] / medians["tensorflow"]:.2f}'
+                                for backend in BACKENDS[1:]), flush=True)
             print(flush=True)
     finally:
         shutil.rmtree(cache, ignore_errors=True)

@@ -4,7 +4,7 @@ Each case runs both libraries in turn for every seed as whole processes (imports
 and all), each with its own tuned settings, on an otherwise idle machine::
 
     python benchmarks/versus_sb3.py --sb3-python sb3/bin/python [--cases ppo-cartpole ...] [--seeds 0 1 2]
-        [--backends tensorflow jax]
+        [--backends tensorflow jax torch]
 
 (`benchmarks/sb3_baseline.py` says how to make the SB3 environment.) Cases:
 
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
     parser.add_argument('--steps', type=int, default=6000, help='throughput cases: env steps in all (default: 6000)')
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random steps first (default: 1000)')
-    parser.add_argument('--backends', nargs='+', choices=['tensorflow', 'jax'], default=[None],
+    parser.add_argument('--backends', nargs='+', choices=['tensorflow', 'jax', 'torch'], default=[None],
                         help="xagents' Keras backends, each run in turn (default: KERAS_BACKEND's)")
     args = parser.parse_args()
     for case in args.cases:

@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from xagents import backend
+from xagents.utils.extras import require_tensorflow
 from xagents.storage.atomic import atomic_write, check_writable
 from xagents.replay.buffer_state import buffer_state, restore_buffer_state
 from xagents.storage.checkpoints import checkpoint_arrays, read_checkpoint, save_checkpoint, write_checkpoint
@@ -226,6 +227,7 @@ def export_through_tensorflow(agent: BaseAgent, path: str, format: str | None, a
     Raises:
         ValueError: the agent's envs were not made from an env id, so the TensorFlow process cannot make them again.
     """
+    require_tensorflow(f'exporting from the {backend.NAME} backend (a TensorFlow process writes the file)')
     if vector_settings(agent.envs) is None:
         raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent '
                          "again from its env id, and this agent's envs were not made from one: make it from an id "

@@ -218,3 +218,67 @@ def test_the_command_line_trains_on_the_backend_it_names(tmp_path):
                            timeout=300, cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != 'KERAS_BACKEND'})
     assert child.returncode == 0, child.stderr[-2000:]
     assert f'backend {other}' in child.stdout and 'Maximum steps (600) reached' in child.stdout
+
+
+WITHOUT_TENSORFLOW = """
+import sys
+import numpy as np
+from xagents import SAC, PPO
+from xagents.app.cli import main
+try:
+    main(['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '1024', '--seed', '0', '--save-dir', 'saves'])
+except SystemExit as exit:
+    assert not exit.code, exit.code
+try:
+    main(['play', 'ppo', '--env', 'CartPole-v1', '--weights', 'saves', '--episodes', '1'])
+except SystemExit as exit:
+    assert not exit.code, exit.code
+agent = PPO.load('saves')
+agent.fit(max_steps=512)
+agent.save('resumed')
+again = PPO.load('resumed')
+observations = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+assert (again.predict(observations)[0] == agent.predict(observations)[0]).all() and again.steps == 1536
+sac = SAC.from_env('Pendulum-v1', seed=0, quiet=True)  # (a target network: Keras clones the critic)
+sac.fit(max_steps=300)
+print('evaluated', sac.evaluate(1).returns.size, 'tensorflow' in sys.modules)
+"""
+
+
+@pytest.mark.skipif(keras.backend.backend() != 'tensorflow', reason='runs the other backends once, from this run')
+@pytest.mark.parametrize('name', ['jax', 'torch'])
+def test_jax_and_pytorch_train_save_load_resume_and_play_where_tensorflow_cannot_be_imported(name, tmp_path):
+    blocked = tmp_path / 'blocked' / 'tensorflow'
+    blocked.mkdir(parents=True)
+    (blocked / '__init__.py').write_text('raise ImportError("TensorFlow is not installed here")\n')
+    child = subprocess.run([sys.executable, '-c', WITHOUT_TENSORFLOW], capture_output=True, text=True, timeout=600,
+                           cwd=tmp_path, env={**os.environ, 'KERAS_BACKEND': name, 'PYTHONPATH': str(blocked.parent)})
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert 'evaluated 1 False' in child.stdout and 'Episode reward' in child.stdout, child.stdout[-2000:]
+
+
+NO_TENSORFLOW_INSTALLED = """
+import importlib.util, os
+real = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *args: None if name == 'tensorflow' else real(name, *args)
+from xagents import PPO
+agent = PPO.from_env('CartPole-v1', n_envs=2, seed=0, quiet=True)
+for attempt in (lambda: agent.export('policy.onnx'), lambda: agent.fit(max_steps=256, tensorboard='logs')):
+    try:
+        attempt()
+    except ValueError as error:
+        print(error)
+print(sorted(os.listdir('.')), agent.steps)
+"""
+
+
+@pytest.mark.skipif(keras.backend.backend() != 'tensorflow', reason='runs the other backends once, from this run')
+def test_without_tensorflow_export_and_tensorboard_stop_in_one_line_that_says_to_install_it(tmp_path):
+    """An install for JAX or PyTorch alone: what needs TensorFlow says so before anything is written or trained."""
+    child = subprocess.run([sys.executable, '-c', NO_TENSORFLOW_INSTALLED], capture_output=True, text=True,
+                           timeout=300, cwd=tmp_path, env={**os.environ, 'KERAS_BACKEND': 'jax'})
+    assert child.returncode == 0, child.stderr[-2000:]
+    install = "needs TensorFlow, which this installation left out: pip install 'tensorflow>=2.16'"
+    assert child.stdout.strip().splitlines()[-3:] == [
+        f'exporting from the jax backend (a TensorFlow process writes the file) {install}',
+        f'writing TensorBoard summaries {install}', '[] 0'], child.stdout

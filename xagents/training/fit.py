@@ -21,7 +21,7 @@ from xagents.storage.atomic import check_writable, remove_stale_temporaries
 from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
 from xagents.utils.console import console_logging
 from xagents.envs.creation import env_settings
-from xagents.utils.extras import require
+from xagents.utils.extras import require, require_tensorflow
 from xagents.storage.history import History, check_identity
 from xagents.storage.locks import OutputLocks, lock_outputs
 
@@ -82,6 +82,7 @@ def check_settings(agent: BaseAgent, settings: SimpleNamespace) -> None:
         raise ValueError('ray_address is where workers run: give the agent workers too')
     if settings.tensorboard:
         require('tensorboard', 'tensorboard', 'writing TensorBoard summaries')  # before anything is made
+        require_tensorflow('writing TensorBoard summaries')
 
 
 def built_in_callbacks(agent: BaseAgent, settings: SimpleNamespace) -> list[Callback]:

@@ -25,6 +25,14 @@ def install_command(extra: str) -> str:
     return 'pip install ' + ' '.join(shlex.quote(requirement) for requirement in wanted)
 
 
+def require_tensorflow(purpose: str) -> None:
+    """Raise a one-line ValueError if TensorFlow is not installed (an install for JAX or PyTorch alone), naming what
+    needs it and the command that installs it."""
+    if importlib.util.find_spec('tensorflow') is None:
+        raise ValueError(f"{purpose} needs TensorFlow, which this installation left out: "
+                         "pip install 'tensorflow>=2.16'")
+
+
 def require(module: str, extra: str, purpose: str) -> None:
     """Raise a one-line ValueError naming the install command if ``module`` (of ``extra``) is not installed:
     checked before a run starts, so that nothing is made and then abandoned mid-training."""
