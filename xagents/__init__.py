@@ -1,4 +1,4 @@
-"""xagents: deep reinforcement learning agents on Keras 3 (TensorFlow or JAX), from Python or one command."""
+"""xagents: deep reinforcement learning agents on Keras 3 (TensorFlow, JAX or PyTorch), from Python or one command."""
 from xagents.version import __version__  # noqa: F401
 
 from xagents.registry import AGENTS as _AGENTS  # noqa: E402

@@ -555,7 +555,8 @@ def main(argv: list[str] | None = None) -> None:
         fail('xagents: interrupted', 130)
 
 
-BACKEND_HELP = (f'the Keras backend to run on: {" or ".join(BACKENDS)} (default: KERAS_BACKEND\'s, else tensorflow); '
+BACKEND_HELP = (f'the Keras backend to run on: {", ".join(BACKENDS[:-1])} or {BACKENDS[-1]} (default: KERAS_BACKEND\'s, '
+                'else tensorflow); '
                 'benchmark runs and tune trials use it too')
 
 

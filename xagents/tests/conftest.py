@@ -4,6 +4,7 @@ import os
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 os.environ.setdefault('WANDB_MODE', 'offline')
 os.environ.setdefault('WANDB_SILENT', 'true')
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')  # as xagents sets it for PyTorch, which test modules import first
 
 import logging  # noqa: E402
 import shutil  # noqa: E402

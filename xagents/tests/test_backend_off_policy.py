@@ -298,20 +298,25 @@ def test_graph_variables_hold_every_variable_a_compiled_update_uses():
 # ------------------------------------------------------------------------------ learning
 # Random play scores ~22 on CartPole and -1200 to -1500 on Pendulum; on seed 0 both backends pass -400 on Pendulum
 # between 4,400 and 5,600 steps (10-16 s here) and DQN's evaluation passes 150 at its first or second one.
-ON_JAX_ONLY = pytest.mark.skipif(keras.backend.backend() == 'tensorflow',
+EAGER_TORCH = 'on PyTorch, PPO and SAC alone learn in the tests (eager updates: minutes a run here)'
+NOT_ON_TENSORFLOW = pytest.mark.skipif(keras.backend.backend() == 'tensorflow',
                                  reason="on TensorFlow the agents' own learning tests run (test_off_policy_learning)")
 
 
-@ON_JAX_ONLY
+@NOT_ON_TENSORFLOW
 def test_dqn_learns_cartpole():
+    if keras.backend.backend() == 'torch':
+        pytest.skip(EAGER_TORCH)
     agent = DQN.from_env('CartPole-v1', seed=0, quiet=True)
     run = agent.fit(target_reward=150, max_steps=10_000, eval_frequency=2500, eval_episodes=5, stop_on='eval')
     assert run.eval_reward >= 150, run.eval_reward
 
 
-@ON_JAX_ONLY
+@NOT_ON_TENSORFLOW
 @pytest.mark.parametrize('agent_class', [SAC, TD3, DDPG])
 def test_continuous_agents_learn_pendulum_to_minus_400(agent_class):
+    if keras.backend.backend() == 'torch' and agent_class is not SAC:
+        pytest.skip(EAGER_TORCH)
     agent = agent_class.from_env('Pendulum-v1', seed=0, reward_buffer_size=10, quiet=True)
     run = agent.fit(target_reward=-400, max_steps=8_000)
     assert len(run.reward_buffer) == 10 and run.mean_reward >= -400, run.mean_reward

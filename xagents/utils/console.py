@@ -82,6 +82,11 @@ def load_keras() -> None:
     if 'keras' in sys.modules:
         return
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+    if os.environ.get('KERAS_BACKEND') == 'torch':
+        # PyTorch's OpenMP threads spin while they wait for work: beside another busy process on the same cores (a
+        # second test or benchmark process, a Ray worker) a SAC and PPO run of 18 s alone took over 300 s; waiting
+        # passively, 18-19 s. Read when PyTorch loads, so set before Keras imports it.
+        os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
     collecting = gc.isenabled()
     gc.disable()
     try:
