@@ -13,6 +13,7 @@ from xagents.agent.base import BaseAgent
 from xagents.envs.creation import frame_stacked
 from xagents.utils.memory import check_fits
 from xagents.networks.models import Output, build_model
+from xagents.networks.own import copy_model
 from xagents.maths.optimization import retrace_targets, trust_region_projection
 from xagents.maths.rmsprop import RMSpropTF1
 from xagents.replay.segments import SegmentBuffer, TrajectorySegment
@@ -104,8 +105,8 @@ class ACER(BaseAgent):
         self.n_actions = int(envs.single_action_space.n)
         outputs = [Output('policy', self.n_actions), Output('q', self.n_actions)]
         self.model = self.build('model', model, outputs)
-        if isinstance(model, keras.Model):
-            self.average = keras.models.clone_model(model)
+        if not isinstance(self.model_file('model', envs.single_observation_space, model), str):
+            self.average = copy_model(self.model)
         else:
             space = envs.single_observation_space
             self.average = build_model(self.model_file('model', space, model), space, outputs, name='average',

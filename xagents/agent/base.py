@@ -38,6 +38,7 @@ from xagents.maths.distributions import StateDependentNoise
 from xagents.envs.creation import ENV_PARAMETERS, create_envs
 from xagents.storage.history import History
 from xagents.envs.masks import mask_kwargs, mask_size
+from xagents.networks.own import as_keras_model
 from xagents.networks.models import (PRECISIONS, Forward, Output, build_model, check_model, check_precision,
                                   computing_in_float32, is_image_space)
 from xagents.utils.names import unknown_method, unknown_parameter
@@ -243,7 +244,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         families that store per env say how; the agent's construction checks again with the envs made)."""
 
     def model_file(self, role: str, observation_space: gym.Space, given, variant: str = '') -> str | keras.Model:
-        """Resolve a model argument: a Keras model or cfg path as given, or the packaged default.
+        """Resolve a model argument: a network of the user's (a Keras model or layer, a PyTorch or Flax module) or a
+        cfg path as given, or the packaged default.
 
         The default is ``models/{ann,cnn}-<role><variant>.cfg`` beside the agent's module, else beside its
         base class's (TD3 uses DDPG's actor; PPO and A2C the shared ``xagents/agent/models``). A bare
@@ -264,30 +266,33 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
 
     def build(self, role: str, given, outputs: Sequence[Output], features: bool = False,
               recurrent: str | None = None) -> keras.Model:
-        """Build (or accept) the model for ``role`` with the outputs the agent needs (and, with ``features``,
+        """Build (or accept, as a Keras model: see :mod:`xagents.networks.own`) the model for ``role`` with the
+        outputs the agent needs (and, with ``features``,
         the activations its first output's layer takes, last; with ``recurrent``, its memory: the packaged
         default is then ``{ann,cnn}-<role>-recurrent.cfg``)."""
         observation_space = self.envs.single_observation_space
         model = self.model_file(role, observation_space, given, '-recurrent' if recurrent else '')
-        if isinstance(model, keras.Model):
+        if not isinstance(model, str):
+            owner = f"{type(self).__name__}'s {role}"
             if recurrent:
-                raise ValueError(f"{type(self).__name__}'s {role}: recurrent={recurrent!r} builds its memory from a "
-                                 '.cfg model (a [recurrent-N] section), got a Keras model')
-            self.check_keras_model(model, role)
-            check_model(model, observation_space, outputs, features, f"{type(self).__name__}'s {role}")
+                raise ValueError(f'{owner}: recurrent={recurrent!r} builds its memory from a .cfg model (a '
+                                 '[recurrent-N] section), got a network of yours')
+            self.check_own_network(role)
+            model = as_keras_model(model, observation_space, role, owner)
+            check_precision(model, self.precision, owner)
+            check_model(model, observation_space, outputs, features, owner)
         else:
             model = build_model(model, observation_space, outputs, name=role, features=features, recurrent=recurrent,
                                 precision=self.precision)
         self.models[role] = model
         return model
 
-    def check_keras_model(self, model: keras.Model, role: str) -> None:
-        """Refuse a Keras model on Dict observations (models there take the packed vector a .cfg model splits), or
-        one computing in float32 under ``precision='bf16'`` (see :func:`~xagents.networks.models.check_precision`)."""
+    def check_own_network(self, role: str) -> None:
+        """Refuse a network of the user's (a Keras model or layer, a PyTorch or Flax module) on Dict observations:
+        models there take the packed vector a .cfg model splits."""
         if self.dict_observations is not None:
             raise ValueError(f"{type(self).__name__}'s {role}: Dict observations need a .cfg model (each key's "
-                             f'layers given with input=KEY), got a Keras model')
-        check_precision(model, self.precision, f"{type(self).__name__}'s {role}")
+                             f'layers given with input=KEY), got a network of yours')
 
     def make_optimizer(self, role: str, optimizer: keras.optimizers.Optimizer | None = None,
                        **overrides) -> keras.optimizers.Optimizer:

@@ -1,0 +1,102 @@
+"""A user's own network as the Keras model an agent trains: a ``torch.nn.Module`` (PyTorch backend), a Flax linen
+module (JAX backend) or any Keras layer (``keras.layers.JaxLayer`` around plain JAX functions, among others) becomes
+a functional model of the env's observations, so that every agent trains, saves and acts with it as with its own."""
+from __future__ import annotations
+
+import contextlib
+import copy
+import sys
+import types
+
+import gymnasium as gym
+import keras
+
+from xagents.backend import NAME as BACKEND
+
+
+def as_keras_model(network, observation_space: gym.Space, name: str, owner: str) -> keras.Model:
+    """``network`` as a Keras model taking ``observation_space``'s observations (as float32, images unscaled) and
+    returning what ``network`` returns (a tensor, or a tuple of them: the agent's outputs in order)."""
+    if isinstance(network, keras.Model):
+        return network
+    layer = _as_layer(network, observation_space, owner)
+    inputs = keras.Input(observation_space.shape, dtype='float32', name='observations')
+    with _tensorflow_unasked():
+        outputs = layer(inputs)
+    return keras.Model(inputs, list(outputs) if isinstance(outputs, (tuple, list)) else outputs, name=name)
+
+
+def copy_model(model: keras.Model) -> keras.Model:
+    """A model alike with fresh weights (a target network): Keras' ``clone_model``, which makes a wrapped PyTorch,
+    Flax or JAX network afresh from its module or functions (Keras' own clone would serialise them, and cannot)."""
+    with _tensorflow_unasked():
+        return keras.models.clone_model(model, clone_function=_fresh_layer)
+
+
+def _as_layer(network, observation_space: gym.Space, owner: str) -> keras.layers.Layer:
+    if isinstance(network, keras.layers.Layer):
+        return network
+    torch = sys.modules.get('torch')
+    if torch is not None and isinstance(network, torch.nn.Module):
+        _require_backend('torch', 'a torch.nn.Module', owner)
+        return _torch_layer(network, observation_space, owner)
+    linen = sys.modules.get('flax.linen')
+    if linen is not None and isinstance(network, linen.Module):
+        _require_backend('jax', 'a Flax module', owner)
+        return keras.layers.FlaxLayer(network)
+    raise ValueError(f'{owner}: expected a .cfg file, a Keras model or layer, a torch.nn.Module (PyTorch backend) '
+                     f'or a Flax linen module (JAX backend), got {type(network).__name__}')
+
+
+def _require_backend(wanted: str, what: str, owner: str) -> None:
+    if BACKEND != wanted:
+        raise ValueError(f'{owner}: {what} trains on the {wanted} backend (--backend {wanted} or '
+                         f'KERAS_BACKEND={wanted}), and this run is on {BACKEND}')
+
+
+def _torch_layer(module, observation_space: gym.Space, owner: str) -> keras.layers.Layer:
+    """``module`` wrapped, with the output shapes one call on zeros finds (Keras cannot infer a module's)."""
+    import torch
+
+    layer = keras.layers.TorchModuleWrapper(module)
+    try:
+        with torch.no_grad():
+            outputs = module(keras.ops.zeros((2, *observation_space.shape)))
+    except Exception as error:  # a module of another input size: PyTorch says which in its own words
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f'{owner}: expected it to take observations shaped {observation_space.shape}, '
+                         f'calling it failed: {first}') from None
+    if isinstance(outputs, list):
+        outputs = tuple(outputs)
+    if not (isinstance(outputs, torch.Tensor) or isinstance(outputs, tuple) and all(
+            isinstance(output, torch.Tensor) for output in outputs)):
+        raise ValueError(f'{owner}: expected it to return a tensor or a tuple of tensors, '
+                         f'got {type(outputs).__name__}')
+    layer.output_shape = keras.tree.map_structure(lambda output: (None, *output.shape[1:]), outputs)
+    return layer
+
+
+def _fresh_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
+    if isinstance(layer, keras.layers.TorchModuleWrapper):
+        return keras.layers.TorchModuleWrapper(copy.deepcopy(layer.module), output_shape=layer.output_shape)
+    if isinstance(layer, keras.layers.FlaxLayer):
+        return keras.layers.FlaxLayer(layer.module, method=layer.method)
+    if isinstance(layer, keras.layers.JaxLayer):
+        return keras.layers.JaxLayer(layer.call_fn, init_fn=layer.init_fn)
+    return layer.__class__.from_config(layer.get_config())
+
+
+@contextlib.contextmanager
+def _tensorflow_unasked():
+    """Keras 3.15's ``JaxLayer`` (and ``FlaxLayer``) asks TensorFlow, when it builds, whether it runs inside a
+    ``tf.function``: on JAX that imports TensorFlow (or fails where it is not installed). On JAX it does not."""
+    lazy = keras.src.utils.module_utils.tensorflow
+    if BACKEND != 'jax' or lazy.module is not None:
+        yield
+        return
+    lazy.module = types.SimpleNamespace(inside_function=lambda: False)
+    try:
+        yield
+    finally:
+        lazy.module = None
+
