@@ -105,7 +105,7 @@ class ACER(BaseAgent):
         self.n_actions = int(envs.single_action_space.n)
         outputs = [Output('policy', self.n_actions), Output('q', self.n_actions)]
         self.model = self.build('model', model, outputs)
-        if not isinstance(self.model_file('model', envs.single_observation_space, model), str):
+        if model is not None and not isinstance(model, str):  # a network of the user's
             self.average = copy_model(self.model)
         else:
             space = envs.single_observation_space

@@ -273,26 +273,29 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         observation_space = self.envs.single_observation_space
         model = self.model_file(role, observation_space, given, '-recurrent' if recurrent else '')
         if not isinstance(model, str):
-            owner = f"{type(self).__name__}'s {role}"
             if recurrent:
-                raise ValueError(f'{owner}: recurrent={recurrent!r} builds its memory from a .cfg model (a '
-                                 '[recurrent-N] section), got a network of yours')
-            self.check_own_network(role)
-            model = as_keras_model(model, observation_space, role, owner)
-            check_precision(model, self.precision, owner)
-            check_model(model, observation_space, outputs, features, owner)
+                raise ValueError(f"{type(self).__name__}'s {role}: recurrent={recurrent!r} builds its memory from a "
+                                 '.cfg model (a [recurrent-N] section), got a network of yours')
+            model = self.own_network(role, model, observation_space, outputs, features)
         else:
             model = build_model(model, observation_space, outputs, name=role, features=features, recurrent=recurrent,
                                 precision=self.precision)
         self.models[role] = model
         return model
 
-    def check_own_network(self, role: str) -> None:
-        """Refuse a network of the user's (a Keras model or layer, a PyTorch or Flax module) on Dict observations:
-        models there take the packed vector a .cfg model splits."""
+    def own_network(self, role: str, network, observation_space: gym.Space, outputs: Sequence[Output],
+                    features: bool = False) -> keras.Model:
+        """A network of the user's (a Keras model or layer, a PyTorch or Flax module) as a Keras model of
+        ``observation_space``, checked: refused on Dict observations (models there take the packed vector a .cfg
+        model splits), in float32 under ``precision='bf16'``, or with other inputs or outputs than ``outputs``."""
+        owner = f"{type(self).__name__}'s {role}"
         if self.dict_observations is not None:
-            raise ValueError(f"{type(self).__name__}'s {role}: Dict observations need a .cfg model (each key's "
-                             f'layers given with input=KEY), got a network of yours')
+            raise ValueError(f"{owner}: Dict observations need a .cfg model (each key's layers given with "
+                             'input=KEY), got a network of yours')
+        model = as_keras_model(network, observation_space, role, owner)
+        check_precision(model, self.precision, owner)
+        check_model(model, observation_space, outputs, features, owner)
+        return model
 
     def make_optimizer(self, role: str, optimizer: keras.optimizers.Optimizer | None = None,
                        **overrides) -> keras.optimizers.Optimizer:

@@ -19,8 +19,8 @@ from xagents.replay.her import STRATEGIES, HerReplayBuffer, goal_reward
 from xagents.envs.masks import mask_kwargs as masked
 from xagents.envs.masks import random_valid
 from xagents.utils.memory import check_fits
-from xagents.networks.models import NumpyForward, Output, build_model, check_model, check_precision, is_image_space
-from xagents.networks.own import as_keras_model, copy_model
+from xagents.networks.models import NumpyForward, Output, build_model, is_image_space
+from xagents.networks.own import copy_model
 from xagents.envs.observations import DictObservations
 from xagents.replay.prioritized import PrioritizedReplayBuffer
 from xagents.utils.streams import REPLAY, random_stream
@@ -230,11 +230,7 @@ class OffPolicy(BaseAgent):
             space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
         model = self.model_file(role, space, given)
         if not isinstance(model, str):
-            owner = f"{type(self).__name__}'s {role}"
-            self.check_own_network(role)
-            model = as_keras_model(model, space, role, owner)
-            check_precision(model, self.precision, owner)
-            check_model(model, space, outputs, False, owner)
+            model = self.own_network(role, model, space, outputs)
         else:
             model = build_model(model, space, outputs, name=role, precision=self.precision)
         self.models[role] = model

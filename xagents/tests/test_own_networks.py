@@ -2,8 +2,8 @@
 ``torch.nn.Module`` on PyTorch, a Flax module or plain JAX functions (``keras.layers.JaxLayer``) on JAX.
 
 It trains in place (the module's own parameters move), target networks are copies that follow it, a save loads back
-with it and acts alike, it learns CartPole (a mean reward of 200, where a random policy scores about 22), and what it cannot do (another backend's module, wrong sizes, export
-through TensorFlow) stops in one line.
+with it and acts alike, it learns CartPole (a mean reward of 200, where a random policy scores about 22), and what
+it cannot do (another backend's module, wrong sizes, export through TensorFlow) stops in one line.
 """
 import os
 import subprocess
