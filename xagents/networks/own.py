@@ -89,9 +89,10 @@ def _fresh_layer(layer: keras.layers.Layer) -> keras.layers.Layer:
 @contextlib.contextmanager
 def _tensorflow_unasked():
     """Keras 3.15's ``JaxLayer`` (and ``FlaxLayer``) asks TensorFlow, when it builds, whether it runs inside a
-    ``tf.function``: on JAX that imports TensorFlow (or fails where it is not installed). On JAX it does not."""
+    ``tf.function``: on JAX that imports TensorFlow (or fails where it is not installed). On JAX it does not, so
+    until TensorFlow is imported anyway, the answer is given without it."""
     lazy = keras.src.utils.module_utils.tensorflow
-    if BACKEND != 'jax' or lazy.module is not None:
+    if BACKEND != 'jax' or lazy.module is not None or 'tensorflow' in sys.modules:
         yield
         return
     lazy.module = types.SimpleNamespace(inside_function=lambda: False)
