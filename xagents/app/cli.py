@@ -9,14 +9,14 @@ import logging
 import os
 import re
 import shlex
-import signal
 import sys
 
 import xagents
 from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
-from xagents.utils.console import BACKENDS, CommandOutput, interrupted, load_keras, use_backend
+from xagents.utils.console import (BACKENDS, CommandOutput, interrupted, load_keras, stop_in_order_on_signals,
+                                   use_backend)
 from xagents.envs.presets import read_presets
 from xagents.app.signatures import static_constructors, static_function
 
@@ -173,7 +173,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     quiet = run_args.get('quiet', args.get('quiet', False))
     configure_logging(quiet)
     prog, instance = f'xagents {command} {agent}', None
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated run stops as on Ctrl-C
+    stop_in_order_on_signals()  # a terminated run stops as on Ctrl-C
     try:
         if weights and len(weights) == 1 and os.path.isdir(weights[0]):  # a saved agent: its own settings
             instance = agent_class(agent).load(weights[0], env_id, **args)
@@ -364,8 +364,6 @@ def tune_parser(agent: str | None) -> ArgumentParser:
 
 def run_tune(argv: list[str]) -> None:
     """Parse flags and run an Optuna search (``xagents.app.tuning.tune``)."""
-    import signal
-
     import optuna
 
     load_keras()
@@ -395,7 +393,7 @@ def run_tune(argv: list[str]) -> None:
               for name, value in args.items()}
     configure_logging(False)
     optuna.logging.set_verbosity(logging.WARNING)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a terminated search stops as on Ctrl-C
+    stop_in_order_on_signals()  # a terminated search stops as on Ctrl-C
     try:
         study = tuning.tune(agent_class(agent), env_id, search, **options)
     except ValueError as error:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from xagents.utils.console import OutputClosed, interrupted, silence_stdout, stdout_closed
+from xagents.utils.console import OutputClosed, interrupted, silence_stdout, stdout_closed, stop_in_order_on_signals
 
 # The exit status when stdout's reader has gone: 128 + SIGPIPE (141), what a shell reports for a program that
 # SIGPIPE ended (`seq 1000000 | head -1`), help included, so a `set -o pipefail` script sees that the output was
@@ -22,7 +22,7 @@ def main() -> None:
     # loading TensorFlow), not only once it has started: one line, status 130. (A benchmark is left to SIGTERM's
     # default: its runs are child processes that a Ctrl-C in its terminal stops with it.)
     if sys.argv[1:2] and sys.argv[1] in STOPPED_IN_ORDER:
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        stop_in_order_on_signals()
     try:
         from xagents.app.cli import main as command
     except BaseException as error:

@@ -195,6 +195,44 @@ def test_a_terminated_run_says_which_files_it_wrote_and_which_it_did_not(workdir
     assert not os.path.exists('w.tf') and not os.path.exists('h.parquet')
 
 
+def test_a_sigterm_whose_interrupt_python_drops_inside_a_gc_hook_still_stops_the_run():
+    """A signal handled while a garbage-collection hook runs (JAX's, which TensorFlow loads) raises its
+    KeyboardInterrupt inside the hook, where Python prints and drops it: the run stops at the end of that round."""
+    import gc
+
+    from xagents.training.callbacks import Callback
+    from xagents.utils.console import stop_in_order_on_signals
+
+    agent, handlers = PPO.from_env('CartPole-v1', n_envs=2, seed=0), {}
+    sent, dropped = [], []
+
+    def hook(phase: str, info: dict) -> None:
+        if sent and not dropped:
+            dropped.append(phase)
+            signal.raise_signal(signal.SIGTERM)
+            dropped.append('after the signal')  # the handler's KeyboardInterrupt is raised by now, and dropped
+
+    class CollectGarbage(Callback):
+        def on_round(self, run) -> None:
+            if run.agent.steps >= 2048 and not sent:
+                sent.append(run.agent.steps)
+                gc.collect()
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        handlers[number] = signal.getsignal(number)
+    stop_in_order_on_signals()
+    gc.callbacks.append(hook)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.fit(max_steps=10 ** 7, callbacks=[CollectGarbage()], quiet=True)
+    finally:
+        gc.callbacks.remove(hook)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert dropped == ['start']  # the hook ran no further: the interrupt was raised in it
+    assert sent[0] <= agent.steps <= sent[0] + 2 * 2048, (sent, agent.steps)
+
+
 @pytest.mark.parametrize('after', [0.5, 1.0, 1.5])
 def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command, after):
     process = subprocess.Popen(xagents_command + ['train', 'ppo', *QUICK], stdout=subprocess.PIPE,

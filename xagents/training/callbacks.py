@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from xagents.training.run import format_reward
-from xagents.storage.atomic import atomic_write, remove_stale_temporaries
+from xagents.storage.atomic import remove_stale_temporaries
 from xagents.storage.checkpoints import write_checkpoint
 from xagents.storage.saved import MANIFEST, STEP_SAVE, read_score, remove_interrupted_save, write_score
 

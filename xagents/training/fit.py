@@ -19,7 +19,7 @@ from xagents.training.callbacks import (Callback, Checkpoints, Evaluation, Plate
 from xagents.training.run import Run
 from xagents.storage.atomic import check_writable, remove_stale_temporaries
 from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
-from xagents.utils.console import console_logging
+from xagents.utils.console import console_logging, interruption_dropped
 from xagents.envs.creation import env_settings
 from xagents.utils.extras import require, require_tensorflow
 from xagents.storage.history import History, check_identity
@@ -52,7 +52,10 @@ def train(agent: BaseAgent, settings: SimpleNamespace) -> Run:
                 if agent.lr_decay_steps:
                     agent.update_learning_rates()
                 run.end_round(metrics, agent.take_episodes())
+                if interruption_dropped():  # its KeyboardInterrupt landed in a hook that Python dropped it from
+                    raise KeyboardInterrupt
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM on the command line: the run ends in order, its files written
+            interruption_dropped()  # (this one was not)
             run.stop(f'Interrupted at step {agent.steps}')
             raise
         finally:

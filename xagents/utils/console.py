@@ -49,6 +49,31 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(held[0])  # to the handler it was meant for: KeyboardInterrupt, or the default
 
 
+_dropped_interruption = False  # set by stop_as_on_ctrl_c, cleared by interruption_dropped
+
+
+def stop_as_on_ctrl_c(number: int, frame: object) -> None:
+    """Signal handler for Ctrl-C and SIGTERM: raise KeyboardInterrupt, and remember it. One that lands inside a hook
+    Python calls for itself (JAX's garbage-collection callback, which TensorFlow loads) is printed and dropped."""
+    global _dropped_interruption
+    _dropped_interruption = True
+    raise KeyboardInterrupt
+
+
+def stop_in_order_on_signals() -> None:
+    """Make Ctrl-C and SIGTERM raise KeyboardInterrupt through :func:`stop_as_on_ctrl_c`: the run or search ends in
+    order, its files written."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, stop_as_on_ctrl_c)
+
+
+def interruption_dropped() -> bool:
+    """Whether a Ctrl-C or SIGTERM came since the last call, its KeyboardInterrupt raised or not; clears it."""
+    global _dropped_interruption
+    came, _dropped_interruption = _dropped_interruption, False
+    return came
+
+
 BACKENDS = ('tensorflow', 'jax', 'torch')  # the Keras backends xagents runs on
 
 
