@@ -79,7 +79,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         lr_decay_steps: int | None = None,
         gamma: float = 0.99,
         seed: int | None = None,
-        normalize_observations: bool = False,
+        normalize_observations: bool | None = None,
         workers: int | None = None,
         action_masks: bool = True,
         precision: str = 'float32',
@@ -95,7 +95,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             normalize_observations: Scale vector observations by their running mean and standard
                 deviation, clipped (Baselines' VecNormalize and DDPG, RL Zoo's normalize); the statistics
                 are updated while collecting only, frozen when acting outside training, and saved with
-                the first model.
+                the first model. Default: on when the observations hold a grid (a uint8 image too small for
+                the Nature CNN, such as MiniGrid's 7x7 ids, whose values are no intensities), else off.
             workers: Collect experience on this many Ray workers, each with n_envs envs (the distributed
                 extra); the agent learns from workers x n_envs envs, so this sets its batch.
             action_masks: Act only on the actions the env allows, when it says which (its action_masks(), as

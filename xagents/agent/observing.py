@@ -13,7 +13,8 @@ from keras import ops
 
 from xagents.envs.creation import one_hot_size
 from xagents.networks.models import is_image_space
-from xagents.envs.observations import NUMBERS, DictObservations, ObservationError, check_observation_space
+from xagents.envs.observations import (NUMBERS, DictObservations, ObservationError, check_observation_space,
+                                       holds_grid)
 
 Tensor = Any  # a tensor of the Keras backend, or what converts to one
 
@@ -29,10 +30,13 @@ class Observing:
 
     observation_clip = 10.0  # normalised observations are clipped to +-this (VecNormalize's clip_obs)
 
-    def setup_observations(self, space: gym.Space, normalize_observations: bool) -> None:
-        """Check the env's observation space and set up its packing and normalisation statistics."""
+    def setup_observations(self, space: gym.Space, normalize_observations: bool | None) -> None:
+        """Check the env's observation space and set up its packing and normalisation statistics (by default,
+        where the observations hold a grid)."""
         check_observation_space(space, type(self).__name__)
         self.dict_observations = DictObservations.of(space)
+        if normalize_observations is None:
+            normalize_observations = holds_grid(space)
         self.observation_space = self.dict_observations.space if self.dict_observations else space
         self.observation_stats = None
         self.normalized_mask = None  # the packed entries normalisation scales (Dict observations)
@@ -40,8 +44,9 @@ class Observing:
             if self.dict_observations is not None:
                 self.normalized_mask = self.dict_observations.normalized_mask
                 if not self.normalized_mask.any():
-                    raise ValueError(f'normalize_observations scales vector (Box) keys, and {space} has none '
-                                     '(images are scaled to [0, 1] in the model, Discrete keys one-hot encoded)')
+                    raise ValueError(f'normalize_observations scales vector (Box) keys and small uint8 grids, and '
+                                     f'{space} has none (pictures are scaled to [0, 1] in the model, Discrete keys '
+                                     'one-hot encoded)')
                 self.observation_stats = RunningMeanStd(shape=(int(self.normalized_mask.sum()),))
             elif is_image_space(space):
                 raise ValueError(f'normalize_observations scales vector observations, got images shaped {space.shape} '

@@ -86,7 +86,8 @@ def trained_normalisation(weights: Sequence[str]) -> dict[str, bool]:
     if not weights or os.path.isdir(weights[0]):
         return {}
     names = {key.rsplit('_', 1)[0] for key in read_checkpoint(weights[0]).extras}
-    return {flag: True for name, flag in NORMALISATION_FLAGS.items() if name in names}
+    # (observations explicitly off without statistics: their default may be on, where observations hold a grid)
+    return {'normalize_observations': False, **{flag: True for name, flag in NORMALISATION_FLAGS.items() if name in names}}
 
 
 def load_weights(agent: BaseAgent, weights: Sequence[str]) -> None:

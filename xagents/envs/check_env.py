@@ -21,7 +21,7 @@ import numpy as np
 from xagents.envs.masks import (INFO_SOURCE, MASK_KEY, MASK_METHOD, METHOD_SOURCE, MaskError, as_mask, check_masks,
                                  mask_segments, mask_size, random_valid)
 from xagents.envs.goal_envs import check_goal_space
-from xagents.envs.observations import check_observation_space, is_image
+from xagents.envs.observations import NATURE_CNN_SMALLEST, check_observation_space, is_image, is_pixels
 from xagents.envs.spaces import ACTION_SPACE_AGENTS, empty_dimension, one_line
 
 AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'DDPG', 'TD3', 'SAC')
@@ -182,6 +182,12 @@ def box_observations(space: gym.Space, result: CheckResult, where: str = '') -> 
             f'observations{where} look like images ({space.shape}, {space.dtype}, in [{np.min(space.low)}, '
             f'{np.max(space.high)}]) but are not uint8 in [0, 255] height x width x channels: agents flatten them '
             f'into dense layers and normalise them; as images (CNN defaults, raw 0..255) make them uint8 channels-last')
+    if is_pixels(space):
+        result.notes.append(f'observations{where} are pictures (uint8 images of at least {NATURE_CNN_SMALLEST} x '
+                            f'{NATURE_CNN_SMALLEST}): the Nature CNN on values scaled to [0, 1], never normalised')
+    elif is_image(space):
+        result.notes.append(f'observations{where} are a grid of values ({space.shape} uint8, too small for the Nature '
+                            f'CNN): flattened, its values as they are, normalised by default (--normalize-observations)')
     if is_image(space) or not np.issubdtype(space.dtype, np.floating):
         return
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)

@@ -2,7 +2,7 @@
 
 An agent on a ``Dict`` observation space (one level, as Stable-Baselines3's ``MultiInputPolicy``) works on one
 packed ``float32`` vector per observation: every key flattened in the space's key order, ``Discrete`` keys
-one-hot (``MultiDiscrete`` one-hot per entry), images as their raw 0..255 values. Rollouts, acting, the
+one-hot (``MultiDiscrete`` one-hot per entry), images as their raw values. Rollouts, acting, the
 updates and the observation statistics see that vector; the models split it again into one input per key
 (:func:`xagents.networks.models.build_model`); the replay buffer stores every key apart in its own dtype
 (:class:`xagents.replay.buffers.ReplayBuffer` on a Dict space); ``predict``, evaluation, play and the exports
@@ -26,6 +26,24 @@ def is_image(space: gym.Space) -> bool:
     """Whether a Box holds images: uint8 in [0, 255], height x width x channels (Stable-Baselines3's test)."""
     return (isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
             and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255)))
+
+
+NATURE_CNN_SMALLEST = 36  # the least height and width the Nature CNN's layers fit (8 stride 4, 4 stride 2, 3)
+
+
+def is_pixels(space: gym.Space) -> bool:
+    """Whether a Box holds pictures: images (:func:`is_image`) at least 36 pixels high and wide, which get the
+    Nature CNN and enter scaled to [0, 1]. A smaller uint8 image is a grid of values (MiniGrid's 7x7 grid of
+    object, colour and state ids), not a photograph: it enters flattened with its values as they are, as vectors
+    do, and is normalised with them (``normalize_observations``)."""
+    return is_image(space) and min(space.shape[:2]) >= NATURE_CNN_SMALLEST
+
+
+def holds_grid(space: gym.Space) -> bool:
+    """Whether observations of ``space`` are, or hold under a Dict key, a grid: a uint8 image too small for the
+    Nature CNN (see :func:`is_pixels`), which is normalised by default."""
+    spaces = space.spaces.values() if isinstance(space, gym.spaces.Dict) else [space]
+    return any(is_image(sub) and not is_pixels(sub) for sub in spaces)
 
 
 def channels_first(space: gym.Space, owner: str, where: str = '') -> str | None:
@@ -203,14 +221,14 @@ class Key:
 
     name: str
     space: gym.Space
-    kind: str  # 'image', 'vector' (Box, MultiBinary) or 'discrete' (Discrete, MultiDiscrete: one-hot)
+    kind: str  # 'image' (pictures), 'grid' (smaller uint8 images), 'vector' (other Box, MultiBinary) or 'discrete'
     offset: int
     size: int
 
     @property
     def shape(self) -> tuple[int, ...]:
         """The key's shape inside the model: the image or Box shape, else a vector of ``size``."""
-        return tuple(self.space.shape) if self.kind == 'image' or (
+        return tuple(self.space.shape) if self.kind in ('image', 'grid') or (
             self.kind == 'vector' and isinstance(self.space, gym.spaces.Box)) else (self.size,)
 
     def counts(self) -> np.ndarray:
@@ -235,8 +253,8 @@ class DictObservations:
         self.keys: list[Key] = []
         offset = 0
         for name, space in items:
-            if is_image(space):
-                kind, size = 'image', int(np.prod(space.shape))
+            if is_image(space):  # pictures, or grids of values too small for the Nature CNN
+                kind, size = 'image' if is_pixels(space) else 'grid', int(np.prod(space.shape))
             elif isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
                 kind = 'discrete'
                 size = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(np.sum(space.nvec))
@@ -254,10 +272,10 @@ class DictObservations:
                 lows.append(np.zeros(key.size, np.float32))
                 highs.append(np.ones(key.size, np.float32))
         self.space = gym.spaces.Box(np.concatenate(lows), np.concatenate(highs), dtype=np.float32)
-        # What observation normalisation scales: vector Box keys (images and one-hot codes never).
+        # What observation normalisation scales: vector Box keys and grids (pictures and one-hot codes never).
         self.normalized_mask = np.zeros(self.size, bool)
         for key in self.keys:
-            if key.kind == 'vector' and isinstance(key.space, gym.spaces.Box):
+            if key.kind == 'grid' or key.kind == 'vector' and isinstance(key.space, gym.spaces.Box):
                 self.normalized_mask[key.offset:key.offset + key.size] = True
 
     @classmethod

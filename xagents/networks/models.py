@@ -31,7 +31,7 @@ import keras
 
 from xagents import backend
 from xagents.utils.memory import check_fits
-from xagents.envs.observations import DictObservations, Key, is_image
+from xagents.envs.observations import DictObservations, Key, is_pixels
 from xagents.networks.recurrence import GATES, Recurrent, numpy_step, state_size
 
 LAYER_KEYS = {
@@ -74,7 +74,8 @@ class LayerGraph:
     branches: list[list]
     features: bool = False  # the model also outputs what its first head takes (gSDE's features)
     flatten_input: bool = False  # non-image observations of rank > 1 enter dense layers flattened
-    input_scale: np.ndarray | None = None  # packed Dict observations whose encoders only scale: per entry
+    input_scale: np.ndarray | float | None = None  # what the inputs are multiplied by as they enter (per entry of
+    # packed Dict observations whose encoders only scale; 1 / 255 for pictures), None for nothing
     state_size: int = 0  # floats of recurrent state the model carries (0: none)
 
 
@@ -120,10 +121,11 @@ def _memory_inputs(path: str, hidden: list, recurrent: str | None, outputs: int)
 
 
 def is_image_space(space) -> bool:
-    """Whether a Box holds images (what gets the CNN defaults and is never normalised): uint8 in [0, 255]
-    with three dimensions, height x width x channels, as Stable-Baselines3's ``is_image_space``. Other
-    observations of rank > 1 (a stack of vectors) are flattened for dense layers."""
-    return is_image(space)
+    """Whether a Box holds pictures (what gets the CNN defaults, enters scaled to [0, 1] and is never normalised):
+    uint8 in [0, 255], height x width x channels, as Stable-Baselines3's ``is_image_space``, and at least 36 pixels
+    high and wide (see :func:`~xagents.envs.observations.is_pixels`). Other observations of rank > 1 (a stack of
+    vectors, a small grid of ids) are flattened for dense layers with their values as they are."""
+    return is_pixels(space)
 
 
 class CfgError(ValueError):
@@ -241,7 +243,7 @@ def build_model(
 
     Args:
         path: The ``.cfg`` file.
-        observation_space: A Gymnasium Box; uint8 observations are scaled to [0, 1] in the model.
+        observation_space: A Gymnasium Box; pictures (``is_image_space``) are scaled to [0, 1] in the model.
         outputs: What the agent needs, matched in order to the cfg's ``output=1`` sections.
         name: The Keras model name.
         features: Also output, last, the activations the first output's layer takes (the features
@@ -284,7 +286,7 @@ def build_model(
                                                'give them input=KEY')
         shape = (keys.size,)
         inputs = keras.Input(shape, dtype='float32', name='observations')
-        x, flatten_input = inputs, False
+        x, flatten_input, scaled = inputs, False, False
     else:
         shape = observation_space.shape
         if convolutional and len(shape) != 3:
@@ -293,7 +295,9 @@ def build_model(
             )
         inputs = keras.Input(shape, dtype=observation_space.dtype, name='observations')
         x = keras.ops.cast(inputs, 'float32')
-        if observation_space.dtype == np.uint8:
+        scaled = is_image_space(observation_space) or (  # pictures, and uint8 vectors (Atari's RAM); not grids
+            observation_space.dtype == np.uint8 and len(shape) != 3)
+        if scaled:
             x = keras.layers.Rescaling(1 / 255)(x)
         flatten_input = len(shape) > 1 and not convolutional
         if flatten_input:
@@ -307,6 +311,7 @@ def build_model(
         if section.name.startswith('dense') and 'units' not in section.items:
             raise section.error('units', 'missing required key')
     graph = LayerGraph(trunk=[], branches=[], features=features, flatten_input=flatten_input,
+                       input_scale=np.float32(1 / 255) if scaled else None,
                        state_size=memory.size if memory else 0)
     flat = len(shape) == 1 or flatten_input
     weights = 0
@@ -391,12 +396,13 @@ NATURE_CNN_FEATURES = 256  # the dense layer after it (Stable-Baselines3's cnn_o
 
 
 def default_encoder(key: Key) -> str:
-    """What a key of a Dict observation gets when its cfg names no layers for it: ``nature-cnn`` for images
-    at least 36 pixels high and wide (the Nature CNN's three layers, flattened, then a 256-unit ReLU layer,
-    as Stable-Baselines3's ``NatureCNN``), ``flatten`` for smaller images (the Nature CNN does not fit them:
-    MiniGrid's 7x7 grids) and vectors, ``one-hot`` for Discrete and MultiDiscrete keys."""
+    """What a key of a Dict observation gets when its cfg names no layers for it: ``nature-cnn`` for pictures
+    (uint8 images at least 36 pixels high and wide, scaled to [0, 1]: the Nature CNN's three layers, flattened,
+    then a 256-unit ReLU layer, as Stable-Baselines3's ``NatureCNN``), ``flatten`` for vectors and smaller uint8
+    images (grids of values, such as MiniGrid's 7x7 ids, which enter as they are), ``one-hot`` for Discrete and
+    MultiDiscrete keys."""
     if key.kind == 'image':
-        return 'nature-cnn' if min(key.shape[:2]) >= 36 else 'flatten'
+        return 'nature-cnn'
     return 'one-hot' if key.kind == 'discrete' else 'flatten'
 
 
@@ -430,7 +436,7 @@ def _encoded(path: str, keys: DictObservations, sections: list[_Section], packed
                                    kernel_initializer=keras.initializers.Orthogonal(np.sqrt(2)))(x)
         flat = len(key.shape) == 1
         for section in own or ():
-            if section.name.startswith('convolutional') and key.kind != 'image':
+            if section.name.startswith('convolutional') and key.kind not in ('image', 'grid'):
                 raise section.error('input', f'convolutional layers need an image key, {key.name!r} is {key.space}')
             flat = _check_fits(section, flat)
             fits(section, section.get('units', int), x)
@@ -498,8 +504,7 @@ class NumpyForward:
     def __init__(self, model: keras.Model) -> None:
         self.model = model
         self.graph: LayerGraph = model.layer_graph
-        self.scale = self.graph.input_scale if self.graph.input_scale is not None else (
-            1 / 255 if model.inputs[0].dtype == 'uint8' else None)
+        self.scale = self.graph.input_scale
         self.refresh()
 
     @staticmethod

@@ -206,7 +206,7 @@ class DictStore:
     def __init__(self, rows: int, n_envs: int, keys: DictObservations, axis: int | None) -> None:
         self.keys = keys
         self.parts = {key.name: _FrameStore(rows, n_envs, key.space, stack_axis(key.space, axis))
-                      if axis is not None and key.kind == 'image' else _ObservationStore(rows, n_envs, key.space)
+                      if axis is not None and key.kind in ('image', 'grid') else _ObservationStore(rows, n_envs, key.space)
                       for key in keys.keys}
         sizes = {part.stack_size for part in self.parts.values() if isinstance(part, _FrameStore)}
         if len(sizes) > 1:

@@ -56,6 +56,17 @@ def test_pendulum_box_actions_are_rescaled_by_off_policy_agents_not_warned():
     assert any('rescale' in note for note in result.notes)
 
 
+def test_it_says_which_keys_are_pictures_and_which_are_grids_of_values():
+    import xagents.tests.test_dict_observations  # noqa: F401  (registers Sensors-v0 and BigSensors-v0)
+
+    grid = xagents.check_env('Sensors-v0', steps=10)
+    assert any(note.startswith("observations under 'camera' are a grid of values ((6, 6, 1) uint8") and
+               'normalised by default' in note for note in grid.notes), grid.notes
+    picture = xagents.check_env('BigSensors-v0', steps=10)
+    assert any(note.startswith("observations under 'camera' are pictures") for note in picture.notes), picture.notes
+    assert not any('grid' in note for note in picture.notes)
+
+
 def test_taxi_offers_masks_in_its_info():
     result = xagents.check_env('Taxi-v4', steps=50)
     assert result.ok and not result.warnings and result.masks == "info['action_mask']"

@@ -119,6 +119,50 @@ def test_small_images_are_flattened_since_the_nature_cnn_does_not_fit_them():
     assert sorted(int(tensor.shape[-1]) for tensor in concatenated.input) == [3, 3, 36]
 
 
+class GridOnly(gym.Env):
+    """A Box of 7x7x3 uint8 ids, MiniGrid's image alone (``ImgObsWrapper``): reward 1 when the action is the parity
+    of the first id."""
+
+    observation_space = gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.grid = self.np_random.integers(0, 11, (7, 7, 3), dtype=np.uint8)
+        return self.grid, {}
+
+    def step(self, action):
+        reward = float(int(action) == self.grid[0, 0, 0] % 2)
+        return self.reset()[0], reward, False, True, {}
+
+
+gym.register('GridOnly-v0', entry_point=GridOnly)
+
+
+def test_a_small_uint8_image_is_a_grid_of_values_flattened_unscaled_and_normalised_by_default():
+    """MiniGrid's 7x7 ids are no intensities: divided by 255, the largest (10) is a 0.04 input and PPO's defaults
+    never won a deterministic DoorKey episode. A grid enters as its values, normalised unless told otherwise;
+    pictures (36x36 and more) keep the Nature CNN on [0, 1] and are never normalised."""
+    agent = PPO.from_env('Sensors-v0', n_envs=2, n_steps=16, seed=0, quiet=True)
+    keys = agent.dict_observations
+    assert [key.kind for key in keys.keys] == ['grid', 'discrete', 'vector']  # camera, mode, position
+    assert agent.observation_stats.mean.shape == (36 + 3,)  # the grid and the position; not the one-hot mode
+    assert not layers_of(agent.model, tf.keras.layers.Rescaling) and NumpyForward.supports(agent.model)
+    assert NumpyForward(agent.model).scale is not None and (NumpyForward(agent.model).scale == 1).all()
+    assert PPO.from_env('Sensors-v0', normalize_observations=False).observation_stats is None
+    picture = PPO.from_env('BigSensors-v0')
+    assert picture.observation_stats is None and layers_of(picture.model, tf.keras.layers.Conv2D)
+    assert [key.kind for key in picture.dict_observations.keys][0] == 'image'
+
+    box = PPO.from_env('GridOnly-v0', n_envs=2, n_steps=16, seed=0, quiet=True)  # no Dict: the same
+    assert box.observation_stats.mean.shape == (7, 7, 3)
+    assert not layers_of(box.model, tf.keras.layers.Conv2D) and not layers_of(box.model, tf.keras.layers.Rescaling)
+    grids = np.stack([GridOnly().reset(seed=seed)[0] for seed in range(4)])
+    for mine, keras in zip(NumpyForward(box.model)(grids), box.model(grids)):
+        np.testing.assert_allclose(mine, keras.numpy(), rtol=1e-5, atol=1e-6)
+    box.fit(max_steps=64)
+
+
 @pytest.mark.parametrize('cfg', ['', '[rescaling-1]\ninput=camera\nscale=25.5\n\n[flatten-1]\ninput=camera\n\n'])
 def test_flattened_and_scaled_keys_act_in_numpy_as_in_keras(tmp_path, cfg):
     """Encoders that only flatten and scale make the concatenation the packed vector times a scale per entry:
@@ -220,10 +264,12 @@ def test_stacked_image_keys_store_each_frame_once():
 
 
 # ------------------------------------------------------------------------------------------ normalisation
-def test_normalisation_scales_vector_keys_only():
-    agent = PPO.from_env('Sensors-v0', n_envs=2, n_steps=16, seed=0, normalize_observations=True, quiet=True)
+def test_normalisation_scales_vector_keys_and_grids_only():
+    assert PPO.from_env('BigSensors-v0', normalize_observations=True).observation_stats.mean.shape == (3,)  # a picture
+    agent = PPO.from_env('Sensors-v0', n_envs=2, n_steps=16, seed=0, normalize_observations=True, quiet=True,
+                         observation_keys=['mode', 'position'])
     keys = agent.dict_observations
-    assert agent.observation_stats.mean.shape == (3,)  # position only: no image, no one-hot
+    assert agent.observation_stats.mean.shape == (3,)  # position only: no one-hot
     agent.fit(max_steps=64)
     packed = keys.pack(samples(6))
     normalized = agent.normalized(packed)
@@ -235,8 +281,8 @@ def test_normalisation_scales_vector_keys_only():
 
 
 def test_normalising_a_dict_without_vector_keys_is_refused():
-    with pytest.raises(ValueError, match='normalize_observations scales vector \\(Box\\) keys'):
-        PPO.from_env('Sensors-v0', observation_keys=['camera', 'mode'], normalize_observations=True)
+    with pytest.raises(ValueError, match='normalize_observations scales vector \\(Box\\) keys and small uint8 grids'):
+        PPO.from_env('BigSensors-v0', observation_keys=['camera', 'mode'], normalize_observations=True)
 
 
 # ---------------------------------------------------------------------------- predict, export, save/load
