@@ -10,6 +10,8 @@ Runs in its own virtual environment (SB3 is a comparison, not a dependency of xa
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole-novel --seed 0  # the same without the LSTM (a control)
     sb3/bin/python benchmarks/sb3_baseline.py recurrent-pendulum-novel --seed 0  # RecurrentPPO, PendulumNoVel-v1
     sb3/bin/python benchmarks/sb3_baseline.py evaluate --algo ppo --env Hopper-v5 --steps 300000 --seed 0
+    sb3/bin/python benchmarks/sb3_baseline.py defaults --algo dqn --env xagents.envs.unpreset:Own/CartPole-v1 \
+        --steps 150000 --eval-frequency 10000 --seed 0  # SB3's defaults (benchmarks/defaults_vs_sb3.py runs them)
 
 FetchReach (``her-fetchreach``: SAC + HER) needs gymnasium-robotics beside MuJoCo < 3.12: gymnasium-robotics
 1.4.2's ``set_joint_qpos`` compares ``model.jnt_type`` (a NumPy int) with ``mujoco.mjtJoint`` members, which
@@ -237,27 +239,18 @@ def maskable_taxi(seed: int) -> dict:
 
 def multi_input_doorkey(seed: int) -> dict:
     """SB3's PPO with MultiInputPolicy on MiniGrid-DoorKey-5x5-v0's image and direction, with xagents' settings
-    (8 envs x 128 steps, 10 epochs of 16 minibatches, lr 2.5e-4, GAE 0.95, no entropy bonus, 64-64 tanh). The
-    7x7 grid of ids is too small for SB3's NatureCNN: it enters as a float Box of id / 10, which SB3's
-    CombinedExtractor flattens (as xagents' minigrid-model.cfg does); the direction is one-hot in both. Every
-    10,240 steps 20 deterministic episodes, stopping at a mean of 0.9 or after 150,000 steps."""
+    (RL Zoo's: 8 envs x 128 steps, 10 epochs of 16 minibatches, lr 2.5e-4, GAE 0.95, no entropy bonus, 64-64
+    tanh, observations normalised). The 7x7 grid of ids is too small for SB3's NatureCNN: it enters as a float Box
+    of the same values, which SB3's CombinedExtractor flattens, normalised by VecNormalize (the image key only, as
+    xagents normalises the grid; rewards as they are); the direction is one-hot in both. Every 10,240 steps 20
+    deterministic episodes, stopping at a mean of 0.9 or after 150,000 steps."""
     import minigrid  # noqa: F401 (registers the envs)
 
-    class ImageAndDirection(gym.ObservationWrapper):
-        def __init__(self, env: gym.Env) -> None:
-            super().__init__(env)
-            spaces = env.observation_space.spaces
-            self.observation_space = gym.spaces.Dict({
-                'direction': spaces['direction'],
-                'image': gym.spaces.Box(0.0, 25.5, spaces['image'].shape, np.float32)})
-
-        def observation(self, observation: dict) -> dict:
-            return {'direction': observation['direction'], 'image': observation['image'].astype(np.float32) / 10}
-
     def make():
-        return ImageAndDirection(gym.make('MiniGrid-DoorKey-5x5-v0'))
+        return FloatGrid(gym.wrappers.FilterObservation(gym.make('MiniGrid-DoorKey-5x5-v0'), ['direction', 'image']))
 
-    model = PPO('MultiInputPolicy', make_vec_env(make, n_envs=8, seed=seed), n_steps=128, batch_size=64,
+    env = VecNormalize(make_vec_env(make, n_envs=8, seed=seed), norm_reward=False, norm_obs_keys=['image'])
+    model = PPO('MultiInputPolicy', env, n_steps=128, batch_size=64,
                 n_epochs=10, learning_rate=2.5e-4, gae_lambda=0.95, ent_coef=0.0, seed=seed)
     return learn_and_evaluate(model, Evaluations(make, 10_240, seed, episodes=20, target=0.9), 150_000)
 
@@ -345,6 +338,63 @@ def her_fetchreach(seed: int) -> dict:
     return result
 
 
+SB3_DEFAULTS = {'ppo': 'stable_baselines3:PPO', 'a2c': 'stable_baselines3:A2C', 'dqn': 'stable_baselines3:DQN',
+                'sac': 'stable_baselines3:SAC', 'td3': 'stable_baselines3:TD3', 'ddpg': 'stable_baselines3:DDPG',
+                'trpo': 'sb3_contrib:TRPO'}  # ACER has none
+
+
+class FloatGrid(gym.ObservationWrapper):
+    """A Dict's uint8 grid key (MiniGrid's 7x7 ids) as a float Box of the same values: SB3's NatureCNN cannot take a
+    7x7 image, and a float Box is flattened by its CombinedExtractor."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        spaces = dict(env.observation_space.spaces)
+        self.grids = [key for key, space in spaces.items() if space.dtype == np.uint8 and len(space.shape) == 3]
+        for key in self.grids:
+            spaces[key] = gym.spaces.Box(0.0, 255.0, spaces[key].shape, np.float32)
+        self.observation_space = gym.spaces.Dict(spaces)
+
+    def observation(self, observation: dict) -> dict:
+        return {**observation, **{key: observation[key].astype(np.float32) for key in self.grids}}
+
+
+def sb3_defaults(algo: str, env_id: str, seed: int, steps: int, frequency: int, her: bool = False) -> dict:
+    """SB3's (sb3-contrib's TRPO; MaskablePPO where the env masks actions) defaults for ``algo`` on ``env_id``, as
+    ``ALGO('MlpPolicy' or 'MultiInputPolicy', env_id)`` makes them: one env, nothing tuned; SAC, TD3 and DDPG with
+    ``HerReplayBuffer``'s defaults when ``her``. Every ``frequency`` steps 10 deterministic episodes."""
+    import importlib
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import xagents.envs.unpreset  # noqa: F401 (registers the Own/ ids; imports neither Keras nor TensorFlow)
+
+    name = env_id.rpartition(':')[2]
+    masked = algo == 'ppo' and gym.spec(name).entry_point == gym.spec('Taxi-v4').entry_point
+
+    def make():
+        env = gym.make(name)
+        if isinstance(env.observation_space, gym.spaces.Dict):
+            env = FloatGrid(env)
+        if masked:
+            from sb3_contrib.common.wrappers import ActionMasker
+            env = ActionMasker(env, lambda env: env.unwrapped.action_mask(env.unwrapped.s).astype(bool))
+        return env
+
+    module, _, klass = SB3_DEFAULTS[algo].partition(':')
+    agent = getattr(importlib.import_module('sb3_contrib' if masked else module), 'MaskablePPO' if masked else klass)
+    env = make_vec_env(make, n_envs=1, seed=seed)
+    extra = {}
+    if her:
+        from stable_baselines3 import HerReplayBuffer
+        extra = {'replay_buffer_class': HerReplayBuffer}
+    policy = 'MultiInputPolicy' if isinstance(env.observation_space, gym.spaces.Dict) else 'MlpPolicy'
+    model = agent(policy, env, seed=seed, **extra)
+    return {'algo': algo, 'env': env_id, 'class': type(model).__name__, 'budget': steps,
+            **learn_and_evaluate(model, Evaluations(make, frequency, seed, episodes=10, at_end=True), steps)}
+
+
 CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong': ppo_pong,
          'maskable-taxi': maskable_taxi, 'multi-input-doorkey': multi_input_doorkey,
          'recurrent-cartpole-novel': lambda seed: cartpole_novel(seed, recurrent=True),
@@ -356,9 +406,11 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('case', choices=[*CASES, 'evaluate'])
-    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg'],
-                        help='evaluate: the algorithm (a2c: LunarLander-v3 only, ddpg: LunarLanderContinuous-v3 only)')
+    parser.add_argument('case', choices=[*CASES, 'evaluate', 'defaults'])
+    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg', 'dqn', 'trpo'],
+                        help='evaluate: the algorithm (a2c: LunarLander-v3 only, ddpg: LunarLanderContinuous-v3 only); '
+                             'defaults: any but ACER, which SB3 lacks')
+    parser.add_argument('--her', action='store_true', help='defaults: with HerReplayBuffer (a goal env)')
     parser.add_argument('--env', default='Hopper-v5', help='evaluate: the env (default: Hopper-v5)')
     parser.add_argument('--eval-frequency', type=int, default=20_000, help='evaluate: steps between evaluations')
     parser.add_argument('--seed', type=int, default=0)
@@ -366,6 +418,11 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
     args = parser.parse_args()
     only = {'a2c': 'LunarLander-v3', 'ddpg': 'LunarLanderContinuous-v3'}.get(args.algo, args.env)
+    if args.case == 'defaults':
+        gym.logger.min_level = 40
+        result = sb3_defaults(args.algo, args.env, args.seed, args.steps, args.eval_frequency, args.her)
+        print(json.dumps({'case': args.case, 'seed': args.seed, 'torch_threads': torch.get_num_threads(), **result}))
+        return
     if args.env != only:
         parser.error(f'--algo {args.algo} has RL Zoo\'s settings for {only} only, got --env {args.env}')
     gym.register_envs(ale_py)

@@ -60,6 +60,8 @@ class Job:
         return f'{self.title}-{self.env.replace("/", "-").replace(":", "-")}'
 
 
+OWN = 'xagents.envs.unpreset:Own/'  # the prefix of the defaults suite's ids: tasks that no preset names
+
 SUITES = {
     'classic': [
         Job('ppo', 'CartPole-v1', 475, 200_000, 10_000), Job('a2c', 'CartPole-v1', 475, 300_000, 10_000),
@@ -106,9 +108,8 @@ SUITES = {
     # actions (a toy env whose optimum is 10).
     'spaces': [
         Job('ppo', 'minigrid:MiniGrid-DoorKey-5x5-v0', 0.9, 150_000, 10_240,
-            flags=('--observation-keys', 'image', 'direction', '--model', 'minigrid-model.cfg', '--n-envs', '8',
-                   '--n-steps', '128', '--mini-batches', '16', '--ppo-epochs', '10', '--lr', '2.5e-4',
-                   '--lam', '0.95', '--entropy-coef', '0')),
+            flags=('--observation-keys', 'image', 'direction', '--n-envs', '8', '--n-steps', '128',
+                   '--mini-batches', '16', '--ppo-epochs', '10', '--lr', '2.5e-4', '--lam', '0.95', '--entropy-coef', '0')),
         Job('ppo', 'Taxi-v4', 7, 600_000, 20_000, flags=('--n-envs', '8', '--n-steps', '128')),
         Job('dqn', 'Taxi-v4', 7, 200_000, 10_000,
             flags=('--lr', '1e-3', '--buffer-max-size', '50000', '--buffer-initial-size', '1000',
@@ -138,6 +139,23 @@ SUITES = {
             metric='success', label='her'),
         Job('dqn', 'BitFlipping-v0', 0.9, 30_000, 2_500, flags=('--no-her', '--env-kwargs', 'n_bits=20'),
             metric='success'),
+    ],
+    # Generic defaults: well-known tasks under ids that no preset names (xagents.envs.unpreset's Own/ ids), what
+    # an agent meets on a user's own env; every agent family, with no flags but the goal env's --her.
+    'defaults': [
+        *(Job(agent, f'{OWN}CartPole-v1', 475, steps, 10_000) for agent, steps in (
+            ('ppo', 200_000), ('a2c', 300_000), ('trpo', 300_000), ('acer', 300_000), ('dqn', 150_000),
+            ('sac', 100_000))),
+        *(Job(agent, f'{OWN}Pendulum-v1', -250, 200_000, 10_000) for agent in ('ppo', 'trpo')),
+        *(Job(agent, f'{OWN}Pendulum-v1', -200, 20_000, 1_000) for agent in ('sac', 'td3', 'ddpg')),
+        *(Job(agent, f'{OWN}Acrobot-v1', -100, 300_000, 10_000) for agent in ('ppo', 'dqn')),
+        *(Job(agent, f'{OWN}LunarLander-v3', 200, steps, 25_000) for agent, steps in (
+            ('ppo', 1_000_000), ('dqn', 300_000))),
+        *(Job(agent, f'{OWN}LunarLanderContinuous-v3', 200, 300_000, 10_000) for agent in ('sac', 'td3')),
+        Job('ppo', f'{OWN}DoorKey-5x5-v0', 0.9, 150_000, 10_240),
+        Job('ppo', f'{OWN}Taxi-v4', 7, 600_000, 20_000), Job('dqn', f'{OWN}Taxi-v4', 7, 200_000, 10_000),
+        *(Job(agent, f'{OWN}PointReach-v0', 0.9, 20_000, 1_000, flags=('--her',), metric='success', label='her')
+          for agent in ('sac', 'td3')),
     ],
 }
 

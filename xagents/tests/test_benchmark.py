@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xagents.app.benchmark import (SUITES, Job, bootstrap_interval, interquartile_mean, markdown, normalized_scores,
+from xagents.app.benchmark import (OWN, SUITES, Job, bootstrap_interval, interquartile_mean, markdown, normalized_scores,
                                random_score, run_benchmark, summary_table)
 
 
@@ -207,22 +207,35 @@ def test_steps_to_target_has_its_interval_when_every_seed_reached_it():
     assert f'| 3/3 | 50,000 ({low:,.0f}–{high:,.0f}) |' in markdown(table)
 
 
-@pytest.mark.parametrize('job', SUITES['spaces'] + SUITES['goals'], ids=lambda job: job.name)
-def test_the_spaces_and_goals_suites_runs_parse_and_their_envs_take_their_agents(job):
+@pytest.mark.parametrize('job', SUITES['spaces'] + SUITES['goals'] + SUITES['defaults'], ids=lambda job: job.name)
+def test_the_spaces_goals_and_defaults_suites_runs_parse_and_their_envs_take_their_agents(job):
     from xagents.app.benchmark import command_of
     from xagents.app.cli import build_parser
     from xagents.registry import AGENTS
     from xagents.envs.check_env import check_env
 
-    if job.env.startswith('minigrid:'):
+    if job.env.startswith('minigrid:') or 'DoorKey' in job.env:
         pytest.importorskip('minigrid')
-    assert job.agent in AGENTS and ':' not in job.name
+    assert job.agent in AGENTS and ':' not in job.name and '/' not in job.name
     argv = command_of(job, 0, 'out')[3:]  # after xagents train AGENT
     args = vars(build_parser('train', job.agent, job.env).parse_args(argv))
     assert args['env'] == job.env and args['max_steps'] == job.steps
     result = check_env(job.env, dict(args.get('env_kwargs') or ()), args.get('observation_keys'), steps=10)
     assert result.ok and job.agent.upper() in result.agents, result.report()
-    assert (result.masks is not None) == job.env.startswith('Taxi')
+    assert (result.masks is not None) == ('Taxi' in job.env)
+
+
+def test_the_defaults_suite_runs_each_agent_on_its_generic_defaults():
+    """No preset names a defaults-suite id (CartPole-v1's PPO preset is not Own/CartPole-v1's), so each run gets its
+    agent's generic defaults: the settings of an id no hyperparameters.json names."""
+    from xagents.registry import agent_class
+
+    for job in SUITES['defaults']:
+        presets = agent_class(job.agent).default_hyperparameters
+        assert presets(job.env) == presets('FrozenLake-v1')  # (no preset names FrozenLake), job.name
+    assert agent_class('ppo').default_hyperparameters('CartPole-v1') != agent_class('ppo').default_hyperparameters(
+        f'{OWN}CartPole-v1')
+    assert {job.agent for job in SUITES['defaults']} == {'ppo', 'a2c', 'trpo', 'acer', 'dqn', 'sac', 'td3', 'ddpg'}
 
 
 def test_success_rate_runs_are_tabled_by_success_and_their_labels_keep_them_apart():

@@ -1,0 +1,112 @@
+"""The `defaults` suite beside Stable-Baselines3's defaults: each run of the suite (tasks under ids no preset names)
+once with xagents' generic defaults (`xagents benchmark --suite defaults`) and once with SB3's or sb3-contrib's
+(`benchmarks/sb3_baseline.py defaults` in SB3's own virtual environment), at the same budget, with 10
+deterministic evaluation episodes at the same steps; then one table of both::
+
+    python benchmarks/defaults_vs_sb3.py run --sb3-python sb3/bin/python --output runs/defaults --seeds 0 1 2 \
+        --agents ppo dqn --envs xagents.envs.unpreset:Own/CartPole-v1
+    python benchmarks/defaults_vs_sb3.py table --output runs/defaults
+
+A run already finished (its JSON file in OUTPUT) is not run again, so an interrupted comparison resumes. ACER has no
+SB3 counterpart: its rows have xagents' side only.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from xagents.app.benchmark import SUITES, Job
+
+
+def sb3_path(output: str, job: Job, seed: int) -> str:
+    return os.path.join(output, 'sb3', f'{job.name}-{seed}.json')
+
+
+def run_sb3(python: str, job: Job, seed: int, output: str) -> str:
+    """One SB3 run in its own process (one torch thread); its last JSON line, written to its file."""
+    path = sb3_path(output, job, seed)
+    if os.path.exists(path):
+        return path
+    command = [python, os.path.join(os.path.dirname(os.path.abspath(__file__)), 'sb3_baseline.py'), 'defaults',
+               '--algo', job.agent, '--env', job.env, '--steps', str(job.steps), '--eval-frequency',
+               str(job.eval_frequency), '--seed', str(seed), *(['--her'] if '--her' in job.flags else [])]
+    result = subprocess.run(command, capture_output=True, text=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    if result.returncode:
+        raise RuntimeError(f'{" ".join(command)} failed: {(result.stderr.strip().splitlines() or ["?"])[-1]}')
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as file:
+        file.write(result.stdout.strip().splitlines()[-1])
+    return path
+
+
+def run(args: argparse.Namespace, jobs: list[Job]) -> None:
+    """xagents' side through `xagents benchmark` (which skips finished runs), then SB3's, two processes at a time."""
+    flags = ['--agents', *sorted({job.agent for job in jobs}), '--envs', *sorted({job.env for job in jobs})]
+    subprocess.run([sys.executable, '-m', 'xagents', 'benchmark', '--suite', 'defaults', '--seeds',
+                    *map(str, args.seeds), '--jobs', str(args.jobs), '--output', args.output, *flags], check=True)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_sb3, args.sb3_python, job, seed, args.output)
+                   for job in jobs if job.agent != 'acer' for seed in args.seeds]
+        for future in concurrent.futures.as_completed(futures):
+            print(future.result(), flush=True)
+
+
+def side(curves: list[list[tuple[int, float]]], target: float, budget: int) -> str:
+    """``reached/runs``, the median first step at the target (a run that missed it counting as its budget: then a
+    lower bound, marked ≥) and the mean final evaluation; dashes without runs."""
+    if not curves:
+        return '— | — | —'
+    reached = [next((step for step, value in curve if value >= target), None) for curve in curves]
+    steps = np.median([budget if step is None else step for step in reached])
+    bound = '' if None not in reached else '≥ '
+    finals = np.mean([curve[-1][1] for curve in curves if curve])
+    return f'{len(reached) - reached.count(None)}/{len(curves)} | {bound}{steps:,.0f} | {finals:.2f}'
+
+
+def table(args: argparse.Namespace, jobs: list[Job]) -> str:
+    """Markdown: per run of the suite, each side's runs at the target, median steps to it and mean final eval."""
+    lines = ['| agent | env | target | xagents: reached | steps to target (median) | final eval (mean) | '
+             'SB3: reached | steps to target (median) | final eval (mean) |', '|' + '---|' * 9]
+    for job in jobs:
+        mine, theirs = [], []
+        for seed in args.seeds:
+            path = os.path.join(args.output, 'runs', f'{job.name}-{seed}.json')
+            if os.path.exists(path):  # (step, reward or success rate, as the job measures)
+                mine.append([tuple(point) for point in json.load(open(path))['evaluations']])
+            if os.path.exists(sb3_path(args.output, job, seed)):  # (step, reward[, success rate])
+                column = 1 if job.metric == 'reward' else 2
+                theirs.append([(point[0], point[column]) for point in
+                               json.load(open(sb3_path(args.output, job, seed)))['evaluations']])
+        if mine or theirs:
+            lines.append(f'| {job.title} | {job.env.rpartition(":")[2]} | {job.target:g} | '
+                         f'{side(mine, job.target, job.steps)} | {side(theirs, job.target, job.steps)} |')
+    return '\n'.join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('action', choices=['run', 'table'])
+    parser.add_argument('--output', required=True, help='the folder of both sides\' runs')
+    parser.add_argument('--sb3-python', help='run: the Python of a virtual environment with SB3 and sb3-contrib')
+    parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
+    parser.add_argument('--jobs', type=int, default=2, help='run: processes at a time')
+    parser.add_argument('--agents', nargs='+', help='only these agents of the suite')
+    parser.add_argument('--envs', nargs='+', help='only these env ids of the suite')
+    args = parser.parse_args()
+    jobs = [job for job in SUITES['defaults'] if (not args.agents or job.agent in args.agents)
+            and (not args.envs or job.env in args.envs)]
+    if args.action == 'run':
+        if not args.sb3_python:
+            parser.error('run needs --sb3-python')
+        run(args, jobs)
+    print(table(args, jobs))
+
+
+if __name__ == '__main__':
+    main()
