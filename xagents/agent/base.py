@@ -42,7 +42,7 @@ from xagents.networks.own import as_keras_model
 from xagents.networks.models import (PRECISIONS, Forward, Output, build_model, check_model, check_precision,
                                   computing_in_float32, is_image_space)
 from xagents.utils.names import unknown_method, unknown_parameter
-from xagents.envs.presets import read_presets
+from xagents.envs.presets import names_env, read_presets
 from xagents.networks.recurrence import Memory, given_memory, memory_kwargs
 from xagents.envs.spaces import agents_taking, check_action_space, one_line
 from xagents.utils.streams import ACTING, random_stream
@@ -129,6 +129,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         self.gamma = gamma
         self.seed = seed
         self.run_defaults: dict = {}  # fit's settings for this agent where a call gives none (from_env's presets)
+        self.generic_env: str | None = None  # from_env's env id when no preset names it (see StallHint)
         if seed is not None:
             backend.seed_everything(seed)
         self.rng = random_stream(seed, ACTING)
@@ -237,6 +238,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             envs.close()
             raise
         agent.run_defaults.update(run_settings)
+        agent.generic_env = None if names_env(cls.__module__.rsplit('.', 1)[0], env_id) else env_id
         return agent
 
     @classmethod

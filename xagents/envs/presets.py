@@ -26,3 +26,14 @@ def read_presets(package: str, env_id: str) -> dict:
         values.update(table.get('atari', {}))
     values.update(table.get(env_id.rpartition(':')[2], {}))
     return values
+
+
+def names_env(package: str, env_id: str) -> bool:
+    """Whether ``package``'s ``hyperparameters.json`` has settings of its own for ``env_id`` (its entry, or
+    ``atari`` for an ALE id): else the agent runs on its generic defaults."""
+    root, *inner = package.split('.')
+    try:
+        table = json.loads(importlib.resources.files(root).joinpath(*inner, 'hyperparameters.json').read_text())
+    except FileNotFoundError:
+        return False
+    return env_id.rpartition(':')[2] in table or (is_atari(env_id) and 'atari' in table)

@@ -158,3 +158,50 @@ def test_ctrl_c_ends_a_run_in_order_with_its_reason_and_its_final_save(workdir):
         agent.fit(max_steps=10_000, save_dir='saves', callbacks=[ctrl_c])
     assert ctrl_c.reason == 'Interrupted at step 256' and os.listdir('saves') == ['step-000000000256']
     assert PPO.load('saves').steps == 256
+
+
+# ------------------------------------------------------------------------------------------ stall hint
+def test_a_stall_is_a_last_quarter_no_better_than_the_first_by_a_tenth_of_the_spread():
+    from xagents.training.callbacks import StallHint
+
+    def flat(scores) -> bool:
+        hint = StallHint('Env-v0')
+        hint.scores = list(scores)
+        return hint.flat()
+
+    assert flat([-200.0] * 40)  # never a success
+    assert flat(np.r_[np.linspace(100, 0, 40)])  # worse
+    assert not flat(np.r_[np.linspace(0, 100, 40)])  # learning
+    assert not flat([-200.0] * 19)  # too few episodes to judge
+    rng = np.random.default_rng(0)
+    assert flat(rng.normal(0, 10, 400))
+    assert not flat(rng.normal(0, 10, 400) + np.linspace(0, 10, 400))
+
+
+def test_from_env_marks_an_env_without_a_preset_as_generic():
+    assert PPO.from_env('xagents.envs.unpreset:Own/CartPole-v1').generic_env == 'xagents.envs.unpreset:Own/CartPole-v1'
+    assert PPO.from_env('CartPole-v1').generic_env is None  # PPO's CartPole preset
+    assert DQN.from_env('MountainCar-v0').generic_env is None
+    assert DQN.from_env('xagents.envs.unpreset:Own/MountainCar-v0').generic_env is not None
+
+
+def test_a_flat_run_on_generic_defaults_ends_with_the_settings_to_search_and_a_tune_command_that_runs(
+        workdir, xagents_command):
+    import shlex
+    import subprocess
+
+    env = 'xagents.envs.unpreset:Own/MountainCar-v0'  # -200 every episode within 8,192 steps
+    result = subprocess.run(xagents_command + ['train', 'ppo', '--env', env, '--max-steps', '8192', '--seed', '0'],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"The mean reward stayed flat on PPO's generic defaults (no preset names {env}): "
+                           '--lr, --n-steps, --entropy-coef matter most here'), last
+    command = shlex.split(last.partition('search them with: ')[2])
+    assert command[:5] == ['xagents', 'tune', 'ppo', '--env', env]
+    tuned = subprocess.run(xagents_command + command[1:] + ['--n-trials', '1', '--trial-steps', '2048'],
+                           capture_output=True, text=True)
+    assert tuned.returncode == 0 and '1 trials (1 COMPLETE)' in tuned.stdout, tuned.stderr
+    learning = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'xagents.envs.unpreset:Own/CartPole-v1',
+                                                 '--max-steps', '30000', '--seed', '0'], capture_output=True, text=True)
+    assert learning.returncode == 0 and 'stayed flat' not in learning.stdout

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Callable, Sequence
 
+import gymnasium as gym
 import numpy as np
 
 from xagents.training.run import format_reward
@@ -140,6 +141,57 @@ class ProgressLines(Callback):
             self.on_progress(run)
         if run.reason and not self.quiet:
             logger.info(run.reason)
+
+
+class StallHint(Callback):
+    """When a run on generic defaults (no preset names its env) spends its step budget with its mean reward flat,
+    a last line names the settings that matter most for the agent and its action space, and the ``tune`` command
+    that searches them. Flat: the last quarter of the run's episodes scored less than a tenth of the episodes'
+    spread of scores above the first quarter (both need 5 episodes at least)."""
+
+    # What to search first, by agent family (and action space): flag, then tune's MIN MAX or choices.
+    SETTINGS = {
+        'on_policy': (('--lr', '1e-5 1e-2'), ('--n-steps', '8,32,128,512,2048'), ('--entropy-coef', '1e-5 1e-1')),
+        'on_policy_box': (('--lr', '1e-5 1e-2'), ('--n-steps', '8,32,128,512,2048'), ('--lam', '0.8 0.99')),
+        'dqn': (('--lr', '1e-5 1e-2'), ('--epsilon-decay-steps', '1000 100000'),
+                ('--target-update-interval', '100 10000')),
+        'off_policy': (('--lr', '1e-5 1e-2'), ('--buffer-batch-size', '64,128,256,512'), ('--tau', '0.001 0.05')),
+    }
+
+    def __init__(self, env_id: str | None) -> None:
+        self.env_id, self.scores = env_id, []
+
+    def on_episode(self, run: Run, episode) -> None:
+        self.scores.append(float(episode.score))
+
+    def flat(self) -> bool:
+        quarter = len(self.scores) // 4
+        if quarter < 5:
+            return False
+        scores = np.asarray(self.scores)
+        rise = scores[-quarter:].mean() - scores[:quarter].mean()
+        return bool(rise <= 0.1 * scores.std())
+
+    def settings(self, agent) -> tuple[tuple[str, str], ...]:
+        name = type(agent).__name__.lower()
+        if name == 'dqn':
+            return self.SETTINGS['dqn']
+        if name in ('sac', 'td3', 'ddpg'):
+            return self.SETTINGS['off_policy']
+        box = isinstance(agent.envs.single_action_space, gym.spaces.Box)
+        settings = self.SETTINGS['on_policy_box' if box or name == 'trpo' else 'on_policy']
+        return tuple(setting for setting in settings if setting[0][2:].replace('-', '_') in agent.parameter_names())
+
+    def on_stop(self, run: Run) -> None:
+        if not (self.env_id and run.budget_spent and self.flat()):
+            return
+        agent = run.agent
+        name, settings = type(agent).__name__.lower(), self.settings(agent)
+        flags = ', '.join(flag for flag, _ in settings)
+        search = ' '.join(f'{flag} {values}' for flag, values in settings)
+        logger.info('The mean reward stayed flat on %s\'s generic defaults (no preset names %s): %s matter most '
+                    'here; search them with: xagents tune %s --env %s %s', type(agent).__name__, self.env_id, flags,
+                    name, self.env_id, search)
 
 
 class ProgressBar(Callback):

@@ -15,7 +15,7 @@ import numpy as np
 from keras import ops
 
 from xagents.training.callbacks import (Callback, Checkpoints, Evaluation, Plateau, ProgressBar, ProgressLines, Saves,
-                                        TensorBoard, Wandb)
+                                        StallHint, TensorBoard, Wandb)
 from xagents.training.run import Run
 from xagents.storage.atomic import check_writable, remove_stale_temporaries
 from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
@@ -106,6 +106,8 @@ def built_in_callbacks(agent: BaseAgent, settings: SimpleNamespace) -> list[Call
     if settings.plateau_start_steps is not None:
         callbacks.append(Plateau(settings.plateau_start_steps, settings.plateau_reduce_factor,
                                  settings.plateau_reduce_patience, settings.early_stop_patience))
+    if not quiet and agent.generic_env:
+        callbacks.append(StallHint(agent.generic_env))  # last: its line, when it has one, ends the output
     return callbacks
 
 

@@ -189,10 +189,15 @@ class Run:
                 self.stop(f'Reward achieved in {self.steps} steps')
         self._check_step_limits()
 
+    @property
+    def budget_spent(self) -> bool:
+        """Whether the run has taken its ``max_steps``."""
+        counted = self.steps - (0 if self.total else self.start_steps)
+        return self.max_steps is not None and counted >= self.max_steps
+
     def _check_step_limits(self) -> None:
         agent = self.agent
-        counted = self.steps - (0 if self.total else self.start_steps)
-        if self.max_steps is not None and counted >= self.max_steps:
+        if self.budget_spent:
             self.stop(f'Maximum steps ({self.max_steps}) reached; best mean reward {format_reward(self.best_reward)}')
         if agent.lr_decay_steps is not None and self.steps >= agent.lr_decay_steps:
             self.stop(f'Learning rate decayed to 0 at {agent.lr_decay_steps} steps; '
