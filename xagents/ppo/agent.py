@@ -25,13 +25,13 @@ class PPO(OnPolicy):
         envs: gym.vector.VectorEnv,
         model: str | keras.Model | None = None,
         *,
-        n_steps: int = 128,
+        n_steps: int | None = None,
         lam: float = 0.95,
         lr: float = 3e-4,
         clip_range: float = 0.2,
-        ppo_epochs: int = 4,
-        mini_batches: int = 4,
-        entropy_coef: float = 0.01,
+        ppo_epochs: int | None = None,
+        mini_batches: int | None = None,
+        entropy_coef: float | None = None,
         value_loss_coef: float = 0.5,
         grad_norm: float = 0.5,
         target_kl: float | None = None,
@@ -43,13 +43,14 @@ class PPO(OnPolicy):
         """
         Args:
             model: Actor-critic model: a .cfg file, or from Python a Keras model (default: packaged cfg).
-            n_steps: Steps per env in each rollout.
+            n_steps: Steps per env in each rollout (default: 128; 256 for Box actions).
             lam: GAE lambda.
             lr: Learning rate.
             clip_range: Clipping range epsilon of the probability ratio.
-            ppo_epochs: Passes over each rollout.
-            mini_batches: Minibatches per pass (must divide n_steps * n_envs).
-            entropy_coef: Weight of the entropy bonus.
+            ppo_epochs: Passes over each rollout (default: 4; 10 for Box actions).
+            mini_batches: Minibatches per pass (must divide n_steps * n_envs; default: 4; for Box actions, minibatches
+                of about 64 samples, Stable-Baselines3's batch_size).
+            entropy_coef: Weight of the entropy bonus (default: 0.01; 0 for Box actions).
             value_loss_coef: Weight of the value loss.
             grad_norm: Clip gradients to this global norm.
             target_kl: Stop an update's epochs early once the approximate KL exceeds 1.5x this.
@@ -60,7 +61,17 @@ class PPO(OnPolicy):
                 n_steps, or the longest that gives every minibatch whole sequences); minibatches are then of whole
                 sequences, and mini_batches must divide their number.
         """
+        # Generic defaults follow the action space: Atari's settings for discrete actions, Stable-Baselines3's
+        # (2,048 steps a rollout over 8 envs, 10 epochs of minibatches of 64, no entropy bonus) for Box actions.
+        box = isinstance(envs.single_action_space, gym.spaces.Box)
+        n_steps = n_steps if n_steps is not None else 256 if box else 128
+        ppo_epochs = ppo_epochs if ppo_epochs is not None else 10 if box else 4
+        entropy_coef = entropy_coef if entropy_coef is not None else 0.0 if box else 0.01
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
+        if mini_batches is None:
+            rows = self.n_envs * self.n_steps
+            mini_batches = 4 if recurrent or not box else min(
+                (count for count in range(1, rows + 1) if rows % count == 0), key=lambda count: abs(rows / count - 64))
         rows = self.setup_recurrence(recurrent, sequence_length, mini_batches)
         if rows % mini_batches:
             counted = (f'the n_envs * n_steps / sequence_length = {rows} sequences' if recurrent

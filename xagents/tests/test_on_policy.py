@@ -297,3 +297,19 @@ def test_sde_is_for_box_actions_and_not_trpo():
         PPO.from_env('CartPole-v1', use_sde=True)
     with pytest.raises(ValueError, match='TRPO explores with a state-independent std'):
         TRPO.from_env('Pendulum-v1', use_sde=True)
+
+
+def test_ppos_generic_defaults_follow_the_action_space_and_presets_keep_theirs():
+    """No preset: discrete actions get Atari's settings, Box actions Stable-Baselines3's (a rollout of 2,048 steps
+    over 8 envs, 10 epochs of minibatches of about 64, no entropy bonus); given values and presets win."""
+    own = 'xagents.envs.unpreset:Own/'
+    box = PPO.from_env(f'{own}Pendulum-v1')
+    assert (box.n_steps, box.ppo_epochs, box.mini_batches, box.minibatch_size, box.entropy_coef) == (256, 10, 32, 64, 0.0)
+    discrete = PPO.from_env(f'{own}CartPole-v1')
+    assert (discrete.n_steps, discrete.ppo_epochs, discrete.mini_batches, discrete.entropy_coef) == (128, 4, 4, 0.01)
+    odd = PPO.from_env(f'{own}Pendulum-v1', n_envs=3, n_steps=100)  # 300 samples: 5 minibatches of 60
+    assert (odd.mini_batches, odd.minibatch_size) == (5, 60)
+    given = PPO.from_env(f'{own}Pendulum-v1', mini_batches=4, entropy_coef=0.01, ppo_epochs=3)
+    assert (given.mini_batches, given.entropy_coef, given.ppo_epochs) == (4, 0.01, 3)
+    preset = PPO.from_env('Pendulum-v1')
+    assert (preset.n_steps, preset.ppo_epochs, preset.mini_batches, preset.entropy_coef) == (1024, 10, 64, 0.0)

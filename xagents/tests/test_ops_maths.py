@@ -217,15 +217,16 @@ def test_normalized_observations_scale_clip_and_leave_one_hot_codes():
     np.testing.assert_allclose(normalized, expected, rtol=1e-5)
     np.testing.assert_allclose(normalized, box.normalized(observations), rtol=1e-6)
 
-    # Only the Box key is scaled: the image's raw 0..255 values and the one-hot code pass as they are.
+    # The Box key and the grid (a uint8 image too small for the Nature CNN) are scaled; the one-hot code passes as
+    # it is (pictures too: see test_dict_observations).
     space = gym.spaces.Dict({'camera': gym.spaces.Box(0, 255, (1, 1, 2), np.uint8), 'mode': gym.spaces.Discrete(3),
                              'position': gym.spaces.Box(-5, 5, (2,))})
-    keys = observing(space, np.array([1.0, -1.0]), np.array([4.0, 0.25]))  # statistics of 'position' only
+    keys = observing(space, np.array([100.0, 0.0, 1.0, -1.0]), np.array([100.0, 1.0, 4.0, 0.25]))  # camera, position
     packed = keys.encoded({'camera': np.array([[[[200, 0]]], [[[3, 255]]]], np.uint8), 'mode': np.array([2, 0]),
                            'position': np.array([[3.0, -1.0], [1.0, -2.0]], np.float32)})
     normalized = both(keys.normalized_graph, packed)
-    np.testing.assert_allclose(normalized, [[200, 0, 0, 0, 1, 1.0, 0.0], [3, 255, 1, 0, 0, 0.0, -2.0]], rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(normalized, [[10.0, 0, 0, 0, 1, 1.0, 0.0], [-9.7, 10.0, 1, 0, 0, 0.0, -2.0]],
+                               rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(normalized, keys.normalized(packed), rtol=1e-6)
 
 
