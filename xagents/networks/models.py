@@ -293,9 +293,11 @@ def build_model(
             raise convolutional[0].error(
                 None, f'convolutional layers need image observations, got shape {shape}'
             )
-        inputs = keras.Input(shape, dtype=observation_space.dtype, name='observations')
+        # Pictures enter as uint8 (and exports take them so); anything else may arrive normalised, as floats.
+        pictures = is_image_space(observation_space)
+        inputs = keras.Input(shape, dtype=observation_space.dtype if pictures else 'float32', name='observations')
         x = keras.ops.cast(inputs, 'float32')
-        scaled = is_image_space(observation_space) or (  # pictures, and uint8 vectors (Atari's RAM); not grids
+        scaled = pictures or (  # pictures, and uint8 vectors (Atari's RAM); not grids
             observation_space.dtype == np.uint8 and len(shape) != 3)
         if scaled:
             x = keras.layers.Rescaling(1 / 255)(x)

@@ -157,10 +157,11 @@ def test_a_small_uint8_image_is_a_grid_of_values_flattened_unscaled_and_normalis
     box = PPO.from_env('GridOnly-v0', n_envs=2, n_steps=16, seed=0, quiet=True)  # no Dict: the same
     assert box.observation_stats.mean.shape == (7, 7, 3)
     assert not layers_of(box.model, tf.keras.layers.Conv2D) and not layers_of(box.model, tf.keras.layers.Rescaling)
-    grids = np.stack([GridOnly().reset(seed=seed)[0] for seed in range(4)])
+    box.fit(max_steps=64)
+    grids = box.normalized(np.stack([GridOnly().reset(seed=seed)[0] for seed in range(4)]).astype(np.float32))
+    assert (grids < 0).any()  # normalised values, what updates and acting feed the model: no uint8 input
     for mine, keras in zip(NumpyForward(box.model)(grids), box.model(grids)):
         np.testing.assert_allclose(mine, keras.numpy(), rtol=1e-5, atol=1e-6)
-    box.fit(max_steps=64)
 
 
 @pytest.mark.parametrize('cfg', ['', '[rescaling-1]\ninput=camera\nscale=25.5\n\n[flatten-1]\ninput=camera\n\n'])
