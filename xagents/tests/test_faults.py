@@ -233,6 +233,27 @@ def test_a_sigterm_whose_interrupt_python_drops_inside_a_gc_hook_still_stops_the
     assert sent[0] <= agent.steps <= sent[0] + 2 * 2048, (sent, agent.steps)
 
 
+def test_a_ctrl_c_handled_before_a_run_does_not_stop_the_run():
+    """A Ctrl-C that was raised and handled before fit (a command's start-up, or code of the user's) is not the
+    run's: the run trains its steps."""
+    from xagents.utils.console import stop_in_order_on_signals
+
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    stop_in_order_on_signals()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        agent = PPO.from_env('CartPole-v1', n_envs=2, seed=0, quiet=True)
+        try:
+            agent.fit(max_steps=2048)
+        except KeyboardInterrupt:
+            pytest.fail(f'the run stopped at step {agent.steps} for a Ctrl-C handled before it')
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert agent.steps >= 2048
+
+
 @pytest.mark.parametrize('after', [0.5, 1.0, 1.5])
 def test_ctrl_c_while_starting_up_is_one_line(workdir, xagents_command, after):
     process = subprocess.Popen(xagents_command + ['train', 'ppo', *QUICK], stdout=subprocess.PIPE,

@@ -43,6 +43,7 @@ def train(agent: BaseAgent, settings: SimpleNamespace) -> Run:
     locks = check_outputs(agent, settings)
     if settings.save_dir:
         agent.written_save_dirs.add(os.path.realpath(settings.save_dir))
+    interruption_dropped()  # a Ctrl-C or SIGTERM handled before this run (a command's start-up) is not this run's
     try:
         run.start(settings.ray_address)  # starts the workers, if any
         try:
