@@ -87,7 +87,8 @@ def trained_normalisation(weights: Sequence[str]) -> dict[str, bool]:
         return {}
     names = {key.rsplit('_', 1)[0] for key in read_checkpoint(weights[0]).extras}
     # (observations explicitly off without statistics: their default may be on, where observations hold a grid)
-    return {'normalize_observations': False, **{flag: True for name, flag in NORMALISATION_FLAGS.items() if name in names}}
+    return {'normalize_observations': False,
+            **{flag: True for name, flag in NORMALISATION_FLAGS.items() if name in names}}
 
 
 def load_weights(agent: BaseAgent, weights: Sequence[str]) -> None:
