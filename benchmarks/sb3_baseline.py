@@ -10,6 +10,7 @@ Runs in its own virtual environment (SB3 is a comparison, not a dependency of xa
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole-novel --seed 0  # the same without the LSTM (a control)
     sb3/bin/python benchmarks/sb3_baseline.py recurrent-pendulum-novel --seed 0  # RecurrentPPO, PendulumNoVel-v1
     sb3/bin/python benchmarks/sb3_baseline.py evaluate --algo ppo --env Hopper-v5 --steps 300000 --seed 0
+    sb3/bin/python benchmarks/sb3_baseline.py evaluate --algo qrdqn --env CartPole-v1 --steps 50000 --eval-frequency 5000 --seed 0
     sb3/bin/python benchmarks/sb3_baseline.py defaults --algo dqn --env xagents.envs.unpreset:Own/CartPole-v1 \
         --steps 150000 --eval-frequency 10000 --seed 0  # SB3's defaults (benchmarks/defaults_vs_sb3.py runs them)
 
@@ -187,9 +188,25 @@ class Evaluations(BaseCallback):
                           **({'success': self.evaluations[-1][2]} if successes else {})}), flush=True)
 
 
+ZOO_QRDQN = {  # qrdqn.yml (LunarLander-v2's settings on v3); exploration_fraction is of the steps learn is given
+    'CartPole-v1': dict(learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1000, gamma=0.99,
+                        target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+                        exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256], n_quantiles=10)),
+    'LunarLander-v3': dict(learning_rate=linear(1.5e-3), batch_size=128, buffer_size=100_000, learning_starts=10_000,
+                           gamma=0.995, target_update_interval=1, train_freq=256, gradient_steps=-1,
+                           exploration_fraction=0.24, exploration_final_eps=0.18,
+                           policy_kwargs=dict(net_arch=[256, 256], n_quantiles=170)),
+}
+
+
 def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int = 10_000):
     """RL Zoo's settings for ``algo`` on ``env_id`` (a MuJoCo env, LunarLander-v3 for A2C, LunarLanderContinuous-v3
-    for DDPG); SAC, TD3 and DDPG act at random for their first ``learning_starts`` steps."""
+    for DDPG, CartPole-v1 or LunarLander-v3 for QR-DQN); SAC, TD3 and DDPG act at random for their first
+    ``learning_starts`` steps."""
+    if algo == 'qrdqn':
+        from sb3_contrib import QRDQN
+
+        return QRDQN('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), seed=seed, **ZOO_QRDQN[env_id])
     if algo == 'a2c':  # a2c.yml LunarLander: lin_0.00083 decays to 0 over the run (RL Zoo's run: 200k steps)
         env = make_vec_env(env_id, n_envs=8, seed=seed)
         return A2C('MlpPolicy', env, n_steps=5, gamma=0.995, learning_rate=linear(0.00083), ent_coef=1e-5, seed=seed)
@@ -407,8 +424,9 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('case', choices=[*CASES, 'evaluate', 'defaults'])
-    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg', 'dqn', 'trpo'],
-                        help='evaluate: the algorithm (a2c: LunarLander-v3 only, ddpg: LunarLanderContinuous-v3 only); '
+    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg', 'dqn', 'trpo', 'qrdqn'],
+                        help='evaluate: the algorithm (a2c: LunarLander-v3 only, ddpg: LunarLanderContinuous-v3 only, '
+                             'qrdqn: CartPole-v1 or LunarLander-v3); '
                              'defaults: any but ACER, which SB3 lacks')
     parser.add_argument('--her', action='store_true', help='defaults: with HerReplayBuffer (a goal env)')
     parser.add_argument('--env', default='Hopper-v5', help='evaluate: the env (default: Hopper-v5)')
@@ -418,6 +436,8 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
     args = parser.parse_args()
     only = {'a2c': 'LunarLander-v3', 'ddpg': 'LunarLanderContinuous-v3'}.get(args.algo, args.env)
+    if args.algo == 'qrdqn' and args.env not in ZOO_QRDQN:
+        parser.error(f'--algo qrdqn has RL Zoo\'s settings for {" and ".join(ZOO_QRDQN)} only, got --env {args.env}')
     if args.case == 'defaults':
         gym.logger.min_level = 40
         result = sb3_defaults(args.algo, args.env, args.seed, args.steps, args.eval_frequency, args.her)

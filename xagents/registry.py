@@ -15,6 +15,7 @@ AGENTS = {  # command-line name: 'module:Class'
     'trpo': 'xagents.trpo.agent:TRPO',
     'acer': 'xagents.acer.agent:ACER',
     'dqn': 'xagents.dqn.agent:DQN',
+    'qrdqn': 'xagents.qrdqn.agent:QRDQN',
     'ddpg': 'xagents.ddpg.agent:DDPG',
     'td3': 'xagents.td3.agent:TD3',
     'sac': 'xagents.sac.agent:SAC',

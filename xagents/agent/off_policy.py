@@ -1,4 +1,4 @@
-"""OffPolicy: agents that learn from a replay buffer (DQN, DDPG, TD3, SAC): replay, updates of many gradient
+"""OffPolicy: agents that learn from a replay buffer (DQN, QR-DQN, DDPG, TD3, SAC): replay, updates of many gradient
 steps in one compiled call (:mod:`xagents.backend`), and Polyak-averaged targets."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from xagents.utils.streams import REPLAY, random_stream
 
 
 class OffPolicy(BaseAgent):
-    """Agents that learn from a replay buffer (DQN, DDPG, TD3, SAC).
+    """Agents that learn from a replay buffer (DQN, QR-DQN, DDPG, TD3, SAC).
 
     Each :meth:`train_once` acts for ``update_every`` env steps and stores every transition with
     its true final observation, so a time-limit truncation bootstraps and a termination does not

@@ -73,12 +73,15 @@ SUITES = {
         Job('ddpg', 'Pendulum-v1', -200, 20_000, 1_000),
         Job('ppo', 'Acrobot-v1', -100, 300_000, 10_000), Job('dqn', 'Acrobot-v1', -100, 200_000, 10_000),
         Job('dqn', 'MountainCar-v0', -110, 300_000, 10_000),
+        Job('qrdqn', 'CartPole-v1', 475, 50_000, 5_000), Job('qrdqn', 'Acrobot-v1', -100, 100_000, 10_000),
+        Job('qrdqn', 'MountainCar-v0', -110, 120_000, 10_000),
         Job('sac', 'MountainCarContinuous-v0', 90, 100_000, 5_000),
         Job('td3', 'MountainCarContinuous-v0', 90, 100_000, 5_000),
     ],
     'box2d': [
         Job('ppo', 'LunarLander-v3', 200, 1_000_000, 25_000), Job('a2c', 'LunarLander-v3', 200, 1_000_000, 25_000),
         Job('dqn', 'LunarLander-v3', 200, 300_000, 10_000),
+        Job('qrdqn', 'LunarLander-v3', 70, 100_000, 10_000),  # RL Zoo's QR-DQN: 70.2 after 100k steps
         Job('sac', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
         Job('td3', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
         Job('ddpg', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),

@@ -11,6 +11,7 @@ from xagents.agent.off_policy import OffPolicy
 from xagents.training.distributed import apex_exponent
 from xagents.envs.masks import masked_logits, masked_logits_np, random_valid
 from xagents.networks.models import Output
+from xagents.maths.losses import huber
 from xagents.maths.multi_distributions import argmax
 
 
@@ -85,13 +86,16 @@ class DQN(OffPolicy):
         self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
         if dueling:
             model = self.model_file('dueling', envs.single_observation_space, model)
-            outputs = [Output('value', 1), Output('advantage', self.n_actions)]
-        else:
-            outputs = [Output('q', self.n_actions)]
-        self.model = self.build('model', model, outputs)
+        self.model = self.build('model', model, self.q_outputs())
         self.target_model = self.build_target('target_model', self.model)
         self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
         self.forward = self.acting(self.model)
+
+    def q_outputs(self) -> list[Output]:
+        """The heads of the Q-network: the Q-values, or a dueling cfg's value and advantages."""
+        if self.dueling:
+            return [Output('value', 1), Output('advantage', self.n_actions)]
+        return [Output('q', self.n_actions)]
 
     @property
     def epsilon(self) -> float:
@@ -163,8 +167,3 @@ def taken(values, actions):
     """``(batch,)`` the entries of ``(batch, n)`` ``values`` at ``(batch,)`` integer ``actions``."""
     return ops.take_along_axis(values, ops.cast(actions, 'int32')[:, None], axis=-1)[:, 0]
 
-
-def huber(x, delta: float = 1.0):
-    """Elementwise Huber loss: ``x**2 / 2`` within ``delta``, linear beyond."""
-    absolute = ops.abs(x)
-    return ops.where(absolute <= delta, 0.5 * ops.square(x), delta * (absolute - 0.5 * delta))

@@ -45,7 +45,7 @@ class NumpyReward(WrongShape):
 def test_cartpole_passes_with_a_hint_for_its_unbounded_velocities():
     result = xagents.check_env('CartPole-v1', steps=50)
     assert result.ok and result.steps == 50 and result.masks is None
-    assert result.agents == ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'SAC')
+    assert result.agents == ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'QRDQN', 'SAC')
     assert len(result.warnings) == 1 and 'normalize_observations' in result.warnings[0]
 
 
@@ -117,7 +117,7 @@ def test_a_one_level_dict_env_passes():
                          'angle': gym.spaces.Box(-5, 5, (2,), np.float32)}))
     result = xagents.check_env(env, steps=20)
     assert result.ok, result.errors
-    assert result.agents == ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'SAC')
+    assert result.agents == ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'QRDQN', 'SAC')
 
 
 def test_multi_discrete_actions_name_the_agents_that_take_them():
@@ -152,7 +152,7 @@ def test_masking_agents_are_those_that_mask():
 def test_cli_reports_and_exits_0(xagents_cli):
     status, out, err = xagents_cli('check-env', 'Taxi-v4', '--steps', '20')
     assert status == 0, err
-    assert "action masks: info['action_mask']" in out and 'agents: PPO A2C TRPO ACER DQN SAC' in out
+    assert "action masks: info['action_mask']" in out and 'agents: PPO A2C TRPO ACER DQN QRDQN SAC' in out
 
 
 def test_cli_exits_1_when_the_env_breaks_the_api(xagents_cli):

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from xagents import A2C, ACER, DDPG, DQN, PPO, SAC, TD3, TRPO
+from xagents import A2C, ACER, DDPG, DQN, PPO, QRDQN, SAC, TD3, TRPO
 from xagents.replay.buffer_state import buffer_state, restore_buffer_state
 from xagents.replay.buffers import ReplayBuffer
 from xagents.envs.creation import EnvError, create_envs
@@ -58,6 +58,7 @@ gym.register('SensorsBox-v0', entry_point=Sensors, kwargs={'box': True})
 SMALL = {
     PPO: {'n_steps': 16}, A2C: {}, TRPO: {'n_steps': 32}, ACER: {'buffer_initial_size': 2},
     DQN: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
+    QRDQN: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4, 'n_quantiles': 4},
     SAC: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
     TD3: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
     DDPG: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},

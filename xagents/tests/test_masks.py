@@ -115,13 +115,15 @@ SETTINGS = {
                 buffer_max_size=1000),
     'DQN-double': dict(buffer_initial_size=40, buffer_batch_size=8, update_every=4, epsilon_decay_steps=200,
                        buffer_max_size=1000, double=True, prioritized=True, return_steps=2),
+    'QRDQN': dict(buffer_initial_size=40, buffer_batch_size=8, update_every=4, epsilon_decay_steps=200,
+                  buffer_max_size=1000, n_quantiles=4),
     'SAC': dict(buffer_initial_size=40, buffer_batch_size=8, update_every=4, gradient_steps=2, buffer_max_size=1000),
 }
 
 
 def make_agent(name: str, env_id: str = 'MaskedCount-v0', n_envs: int = 2, **kwargs):
     agent_class = getattr(xagents, name.split('-')[0])
-    return agent_class(create_envs(env_id, n_envs=n_envs, seed=0), seed=0, **SETTINGS[name], **kwargs)
+    return agent_class(create_envs(env_id, n_envs=n_envs, seed=0), seed=0, **{**SETTINGS[name], **kwargs})
 
 
 def invalid_actions(agent) -> int:
@@ -239,7 +241,9 @@ def fixed_q_model(weights: np.ndarray) -> tf.keras.Model:
 
 @pytest.mark.backends
 @pytest.mark.parametrize('double', [False, True])
-def test_dqn_targets_run_over_the_next_states_allowed_actions(double):
+@pytest.mark.parametrize('name', ['DQN', 'QRDQN'])
+def test_dqn_targets_run_over_the_next_states_allowed_actions(double, name):
+    """(QR-DQN with one quantile per action: its values are DQN's.)"""
     online = np.zeros((N_STATES, N_ACTIONS))
     target = np.zeros((N_STATES, N_ACTIONS))
     # State 1 allows actions 1, 2, 3. Online Q: the best of all is 4 (forbidden), of the allowed 2.
@@ -248,7 +252,8 @@ def test_dqn_targets_run_over_the_next_states_allowed_actions(double):
     # State 3 allows 0, 1, 3, 4: online's best allowed is 0, target's is 3.
     online[3] = [4.0, 1.0, 20.0, 2.0, 3.0]
     target[3] = [1.0, 0.0, 30.0, 5.0, 2.0]
-    agent = make_agent('DQN', model=fixed_q_model(online), double=double, tau=1.0)
+    agent = make_agent(name, model=fixed_q_model(online), double=double, tau=1.0,
+                       **({'n_quantiles': 1} if name == 'QRDQN' else {}))
     agent.target_model.set_weights([target.astype(np.float32)])
     next_observations = np.eye(N_STATES, dtype=np.float32)[[1, 3]]
     values = ops.convert_to_numpy(agent.next_values(next_observations, ALLOWED[[1, 3]]))

@@ -598,7 +598,7 @@ BAD_INPUTS = [
      'xagents train dqn: error: DQN supports Discrete action spaces, got Box(-2.0, 2.0, (1,), float32) '
      '(Box actions: PPO, A2C, TRPO, DDPG, TD3, SAC)'),
     (['td3', '--env', 'CartPole-v1'], 'xagents train td3: error: TD3 supports Box action spaces, got Discrete(2) '
-     '(Discrete actions: PPO, A2C, TRPO, ACER, DQN, SAC)'),
+     '(Discrete actions: PPO, A2C, TRPO, ACER, DQN, QRDQN, SAC)'),
     (['sac', '--env', 'Pendulum-v1', '--buffer-max-size', '1000', '--buffer-initial-size', '2000'],
      'xagents train sac: error: expected buffer_initial_size <= buffer_max_size = 1000, got 2000'),
     (['dqn', '--env', 'CartPole-v1', '--buffer-batch-size', '2048'],

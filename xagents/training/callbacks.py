@@ -173,14 +173,14 @@ class StallHint(Callback):
         return bool(rise <= 0.1 * scores.std())
 
     def settings(self, agent) -> tuple[tuple[str, str], ...]:
-        name = type(agent).__name__.lower()
-        if name == 'dqn':
+        names = agent.parameter_names()
+        if 'epsilon_decay_steps' in names:  # DQN and QR-DQN
             return self.SETTINGS['dqn']
-        if name in ('sac', 'td3', 'ddpg'):
+        if 'buffer_batch_size' in names and 'n_steps' not in names:  # SAC, TD3, DDPG (not ACER)
             return self.SETTINGS['off_policy']
         box = isinstance(agent.envs.single_action_space, gym.spaces.Box)
-        settings = self.SETTINGS['on_policy_box' if box or name == 'trpo' else 'on_policy']
-        return tuple(setting for setting in settings if setting[0][2:].replace('-', '_') in agent.parameter_names())
+        settings = self.SETTINGS['on_policy_box' if box or 'entropy_coef' not in names else 'on_policy']  # TRPO
+        return tuple(setting for setting in settings if setting[0][2:].replace('-', '_') in names)
 
     def on_stop(self, run: Run) -> None:
         if not (self.env_id and run.budget_spent and self.flat()):
