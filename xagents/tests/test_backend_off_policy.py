@@ -1,4 +1,4 @@
-"""DQN, DDPG, TD3 and SAC on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, or jax).
+"""DQN, QR-DQN, DDPG, TD3 and SAC on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, or jax).
 
 Each agent's update maths goes through its real compiled update (``compiled_train_steps``, one gradient step) on the
 tiny fixed-weight networks of ``test_off_policy`` and ``test_maths``, against the values worked out by hand there;
@@ -15,10 +15,12 @@ from keras import ops
 
 from xagents.ddpg import DDPG
 from xagents.dqn import DQN
+from xagents.qrdqn import QRDQN
 from xagents.sac import SAC
 from xagents.td3 import TD3
 from xagents.tests.test_maths import tanh_actor
 from xagents.tests.test_off_policy import changed, filled, freeze, linear, weights
+from xagents.tests.test_qrdqn import quantile_agent
 from xagents.envs.creation import create_envs
 
 pytestmark = pytest.mark.backends
@@ -246,9 +248,22 @@ def test_sac_step_moves_actor_critic_and_alpha_and_the_target_by_polyak_only(alp
         np.testing.assert_allclose(variable.numpy(), 0.9 * start + 0.1 * source.numpy(), rtol=1e-5, atol=1e-7)
 
 
+# ----------------------------------------------------------------------------------- QR-DQN
+@pytest.mark.parametrize('double, loss, td_errors', [(False, 1.47875, [-2.2, -0.5]), (True, 0.7815625, [0.05, -0.5])])
+def test_qrdqn_compiled_step_by_hand(double, loss, td_errors):
+    """The worked case of test_qrdqn.test_qrdqn_loss_and_td_errors_by_hand, through the compiled update."""
+    agent = quantile_agent(double)
+    metrics, errors = compiled_step(agent, *dqn_batch())
+    np.testing.assert_allclose(metrics['loss'], loss, rtol=1e-6)
+    np.testing.assert_allclose(errors, td_errors, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(metrics['q'], 0.5, rtol=1e-6)  # Q(s, a) = mean(1, 2), mean(2, -3)
+
+
 # -------------------------------------------------------------------- train, save and load
 VARIANTS = [
     (DQN, 'CartPole-v1', {'double': True, 'dueling': True, 'prioritized': True, 'return_steps': 3}),
+    (QRDQN, 'CartPole-v1', {'double': True, 'dueling': True, 'prioritized': True, 'return_steps': 3,
+                            'model': 'ann-dueling.cfg', 'n_quantiles': 5}),
     (DDPG, 'Pendulum-v1', {}),
     (TD3, 'Pendulum-v1', {}),
     (SAC, 'Pendulum-v1', {}),
@@ -258,7 +273,7 @@ VARIANTS = [
 
 
 @pytest.mark.parametrize('agent_class, env_id, settings', VARIANTS,
-                         ids=['dqn-rainbow', 'ddpg', 'td3', 'sac', 'sac-discrete', 'sac-gsde'])
+                         ids=['dqn-rainbow', 'qrdqn-rainbow', 'ddpg', 'td3', 'sac', 'sac-discrete', 'sac-gsde'])
 def test_every_variant_trains_saves_and_loads_to_the_same_next_update(tmp_path, agent_class, env_id, settings):
     """A few real updates, a save with the buffer, a load: the loaded agent holds the same weights, optimizer
     states, step counters and random states, so its next update is the original's, number for number."""
@@ -267,7 +282,7 @@ def test_every_variant_trains_saves_and_loads_to_the_same_next_update(tmp_path, 
     initial = {role: weights(model) for role, model in agent.models.items()}
     agent.fit(max_steps=400)  # updates at 300, 350 and 400 steps
     assert int(agent.gradient_updates.numpy()) == 24
-    for role in ('model',) if agent_class is DQN else ('actor', 'critic'):
+    for role in ('model',) if issubclass(agent_class, DQN) else ('actor', 'critic'):
         assert all(changed(initial[role], agent.models[role])), role
     loaded = agent_class.load(agent.save(str(tmp_path / 'saved'), include_buffer=True), quiet=True)
     for role, model in agent.models.items():
@@ -310,6 +325,15 @@ def test_dqn_learns_cartpole():
     agent = DQN.from_env('CartPole-v1', seed=0, quiet=True)
     run = agent.fit(target_reward=150, max_steps=10_000, eval_frequency=2500, eval_episodes=5, stop_on='eval')
     assert run.eval_reward >= 150, run.eval_reward
+
+
+@NOT_ON_TENSORFLOW
+def test_qrdqn_learns_cartpole():
+    if keras.backend.backend() == 'torch':
+        pytest.skip(EAGER_TORCH)
+    agent = QRDQN.from_env('CartPole-v1', seed=0, quiet=True)
+    run = agent.fit(target_reward=300, max_steps=40_000, eval_frequency=5000, eval_episodes=5, stop_on='eval')
+    assert run.eval_reward >= 300, run.eval_reward
 
 
 @NOT_ON_TENSORFLOW
