@@ -110,7 +110,8 @@ def ppo_pong(seed: int) -> dict:
 
 
 def throughput(algo: str, env_id: str, seed: int, steps: int, warmup: int) -> dict:
-    """RL Zoo's MuJoCo settings with a short random warm-up; steps/s after it and the first update."""
+    """RL Zoo's settings with a short warm-up (random actions for SAC, TD3 and DDPG); steps/s after it and the
+    first update."""
     model = zoo_model(algo, env_id, seed, learning_starts=warmup)
     clock = Clock(warmup + 10)
     model.learn(steps, callback=clock)
@@ -199,14 +200,16 @@ ZOO_QRDQN = {  # qrdqn.yml (LunarLander-v2's settings on v3); exploration_fracti
 }
 
 
-def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int = 10_000):
+def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int | None = None):
     """RL Zoo's settings for ``algo`` on ``env_id`` (a MuJoCo env, LunarLander-v3 for A2C, LunarLanderContinuous-v3
-    for DDPG, CartPole-v1 or LunarLander-v3 for QR-DQN); SAC, TD3 and DDPG act at random for their first
-    ``learning_starts`` steps."""
+    for DDPG, CartPole-v1 or LunarLander-v3 for QR-DQN); learning starts after ``learning_starts`` steps if given
+    (SAC, TD3 and DDPG act at random until then; default 10,000, QR-DQN's RL Zoo's)."""
     if algo == 'qrdqn':
         from sb3_contrib import QRDQN
 
-        return QRDQN('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), seed=seed, **ZOO_QRDQN[env_id])
+        settings = {**ZOO_QRDQN[env_id], **({} if learning_starts is None else {'learning_starts': learning_starts})}
+        return QRDQN('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), seed=seed, **settings)
+    learning_starts = 10_000 if learning_starts is None else learning_starts
     if algo == 'a2c':  # a2c.yml LunarLander: lin_0.00083 decays to 0 over the run (RL Zoo's run: 200k steps)
         env = make_vec_env(env_id, n_envs=8, seed=seed)
         return A2C('MlpPolicy', env, n_steps=5, gamma=0.995, learning_rate=linear(0.00083), ent_coef=1e-5, seed=seed)
@@ -418,7 +421,9 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
          'ppo-cartpole-novel': lambda seed: cartpole_novel(seed, recurrent=False),
          'recurrent-pendulum-novel': recurrent_pendulum_novel, 'her-fetchreach': her_fetchreach,
          'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
-         'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup)}
+         'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup),
+         'qrdqn-lunar': lambda seed, steps, warmup: throughput('qrdqn', 'LunarLander-v3', seed, steps, warmup)}
+THROUGHPUT_CASES = ('sac-hopper', 'td3-hopper', 'qrdqn-lunar')
 
 
 def main() -> None:
@@ -450,7 +455,7 @@ def main() -> None:
     if args.case == 'evaluate':
         result = evaluate(args.algo, args.env, args.seed, args.steps, args.eval_frequency)
     else:
-        result = CASES[args.case](args.seed, *((args.steps, args.warmup) if args.case.endswith('hopper') else ()))
+        result = CASES[args.case](args.seed, *((args.steps, args.warmup) if args.case in THROUGHPUT_CASES else ()))
     print(json.dumps({'case': args.case, 'seed': args.seed, 'torch_threads': torch.get_num_threads(), **result}))
 
 

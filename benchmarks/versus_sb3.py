@@ -14,6 +14,8 @@ and all), each with its own tuned settings, on an otherwise idle machine::
   ``--precision bf16``, against the same SB3 run).
 - sac-hopper, td3-hopper: env steps/s on Hopper-v5 after a 1,000-step random warm-up and the first
   update, at the same network sizes (SAC 256-256, TD3 400-300) and one gradient step per env step.
+- qrdqn-lunar: the same for QR-DQN on LunarLander-v3 with RL Zoo's settings (256-256, 170 quantiles, 256 gradient
+  steps every 256 env steps) against SB3-contrib's QRDQN.
 
 Ratios are of the medians over the seeds: xagents / SB3 for seconds, SB3 / xagents for steps/s. With several
 ``--backends`` xagents runs once on each (``KERAS_BACKEND``) for every seed, beside the same SB3 run.
@@ -37,7 +39,8 @@ XAGENTS = {
     'ppo-pong-bf16': ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '8', '--max-steps', '10240',
                       '--precision', 'bf16'],
 }
-THROUGHPUT = {'sac-hopper': ('sac', 'Hopper-v5'), 'td3-hopper': ('td3', 'Hopper-v5')}
+THROUGHPUT = {'sac-hopper': ('sac', 'Hopper-v5'), 'td3-hopper': ('td3', 'Hopper-v5'),
+              'qrdqn-lunar': ('qrdqn', 'LunarLander-v3')}
 
 
 def timed(command: list[str], backend: str | None = None) -> tuple[float, str]:

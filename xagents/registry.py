@@ -19,6 +19,7 @@ AGENTS = {  # command-line name: 'module:Class'
     'ddpg': 'xagents.ddpg.agent:DDPG',
     'td3': 'xagents.td3.agent:TD3',
     'sac': 'xagents.sac.agent:SAC',
+    'tqc': 'xagents.tqc.agent:TQC',
 }
 
 

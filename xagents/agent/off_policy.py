@@ -1,4 +1,4 @@
-"""OffPolicy: agents that learn from a replay buffer (DQN, QR-DQN, DDPG, TD3, SAC): replay, updates of many gradient
+"""OffPolicy: agents that learn from a replay buffer (DQN, QR-DQN, DDPG, TD3, SAC, TQC): replay, updates of many gradient
 steps in one compiled call (:mod:`xagents.backend`), and Polyak-averaged targets."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from xagents.utils.streams import REPLAY, random_stream
 
 
 class OffPolicy(BaseAgent):
-    """Agents that learn from a replay buffer (DQN, QR-DQN, DDPG, TD3, SAC).
+    """Agents that learn from a replay buffer (DQN, QR-DQN, DDPG, TD3, SAC, TQC).
 
     Each :meth:`train_once` acts for ``update_every`` env steps and stores every transition with
     its true final observation, so a time-limit truncation bootstraps and a termination does not
@@ -213,9 +213,10 @@ class OffPolicy(BaseAgent):
         self.target_pairs.append((target, online))
         return target
 
-    def build_critic(self, role: str, given, outputs: Sequence[Output]) -> keras.Model:
+    def build_critic(self, role: str, given, outputs: Sequence[Output], repeat_head: bool = False) -> keras.Model:
         """Build (or accept) a Q-model: its input is the observation, with the action appended
-        for Box action spaces (then observations are flattened, and must not be images)."""
+        for Box action spaces (then observations are flattened, and must not be images); with ``repeat_head`` a cfg's
+        one output section serves every output, each with its own tower."""
         space = self.envs.single_observation_space
         if not self.discrete and isinstance(space, gym.spaces.Dict):  # the action: one more key, packed last
             action = 'action'
@@ -232,7 +233,7 @@ class OffPolicy(BaseAgent):
         if not isinstance(model, str):
             model = self.own_network(role, model, space, outputs)
         else:
-            model = build_model(model, space, outputs, name=role, precision=self.precision)
+            model = build_model(model, space, outputs, name=role, precision=self.precision, repeat_head=repeat_head)
         self.models[role] = model
         return model
 

@@ -237,7 +237,7 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
 
 def build_model(
     path: str, observation_space, outputs: Sequence[Output], name: str = 'model', features: bool = False,
-    recurrent: str | None = None, precision: str = 'float32',
+    recurrent: str | None = None, precision: str = 'float32', repeat_head: bool = False,
 ) -> keras.Model:
     """Build a Keras model from the cfg at ``path`` for ``observation_space``.
 
@@ -253,6 +253,8 @@ def build_model(
             state]`` and outputs the state after them last (see :mod:`xagents.networks.recurrence`).
         precision: ``bf16``: hidden layers compute in bfloat16 on float32 weights (Keras' ``mixed_bfloat16``);
             the output layers, and so the losses, stay float32.
+        repeat_head: A cfg with one output section serves every output, each with its own tower (an agent
+            whose number of critics is a parameter: TQC).
 
     Returns:
         A model mapping a batch of observations to the list of outputs (or one tensor if one
@@ -261,6 +263,8 @@ def build_model(
     sections = read_cfg(path)
     heads = [section for section in sections if section.flag('output')]
     hidden = [section for section in sections if not section.flag('output')]
+    if repeat_head and len(heads) == 1:
+        heads = heads * len(outputs)
     if len(heads) != len(outputs):
         wanted = ', '.join(output.name for output in outputs)
         raise CfgError(

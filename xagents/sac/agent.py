@@ -132,7 +132,7 @@ class SAC(OffPolicy):
                 shape=(features, action_dim), initializer=keras.initializers.Constant(log_std_init),
                 name='sde_log_std')
         self.sde = StateDependentNoise(sde_sample_freq, use_expln) if use_sde else None
-        self.critic = self.build_critic('critic', critic_model, [Output('q1', q_units), Output('q2', q_units)])
+        self.critic = self.build_critics(critic_model, q_units)
         self.target_critic = self.build_target('target_critic', self.critic)
         self.models['alpha'] = self.alpha_model = LogAlpha(initial_alpha if self.auto_alpha else alpha)
         self.log_alpha = self.alpha_model.log_alpha
@@ -140,6 +140,10 @@ class SAC(OffPolicy):
         self.critic_optimizer = self.make_optimizer('critic')
         self.alpha_optimizer = self.make_optimizer('alpha') if self.auto_alpha else None
         self.actor_forward = self.acting(self.actor)
+
+    def build_critics(self, critic_model, q_units: int) -> keras.Model:
+        """The twin Q-functions, one model with a head (and tower) each."""
+        return self.build_critic('critic', critic_model, [Output('q1', q_units), Output('q2', q_units)])
 
     # ------------------------------------------------------------------------ acting
     def policy(self, observations: np.ndarray, deterministic: bool,

@@ -1,4 +1,4 @@
-"""DQN, QR-DQN, DDPG, TD3 and SAC on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, or jax).
+"""DQN, QR-DQN, DDPG, TD3, SAC and TQC on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, or jax).
 
 Each agent's update maths goes through its real compiled update (``compiled_train_steps``, one gradient step) on the
 tiny fixed-weight networks of ``test_off_policy`` and ``test_maths``, against the values worked out by hand there;
@@ -18,9 +18,11 @@ from xagents.dqn import DQN
 from xagents.qrdqn import QRDQN
 from xagents.sac import SAC
 from xagents.td3 import TD3
+from xagents.tqc import TQC
 from xagents.tests.test_maths import tanh_actor
 from xagents.tests.test_off_policy import changed, filled, freeze, linear, weights
 from xagents.tests.test_qrdqn import quantile_agent
+from xagents.tests import test_tqc
 from xagents.envs.creation import create_envs
 
 pytestmark = pytest.mark.backends
@@ -259,6 +261,15 @@ def test_qrdqn_compiled_step_by_hand(double, loss, td_errors):
     np.testing.assert_allclose(metrics['q'], 0.5, rtol=1e-6)  # Q(s, a) = mean(1, 2), mean(2, -3)
 
 
+# -------------------------------------------------------------------------------------- TQC
+def test_tqc_compiled_step_by_hand():
+    """The worked case of test_tqc.test_tqc_losses_by_hand, through the compiled update."""
+    metrics, errors = compiled_step(test_tqc.tqc_agent(), *columns(*test_tqc.BATCH))
+    np.testing.assert_allclose(metrics['critic_loss'], test_tqc.CRITIC_LOSS, rtol=1e-5)
+    np.testing.assert_allclose(metrics['actor_loss'], test_tqc.ACTOR_LOSS, rtol=1e-5)
+    np.testing.assert_allclose(errors, test_tqc.TD_ERRORS, rtol=1e-5)
+
+
 # -------------------------------------------------------------------- train, save and load
 VARIANTS = [
     (DQN, 'CartPole-v1', {'double': True, 'dueling': True, 'prioritized': True, 'return_steps': 3}),
@@ -269,11 +280,12 @@ VARIANTS = [
     (SAC, 'Pendulum-v1', {}),
     (SAC, 'CartPole-v1', {}),
     (SAC, 'Pendulum-v1', {'use_sde': True}),
+    (TQC, 'Pendulum-v1', {}),
 ]
 
 
 @pytest.mark.parametrize('agent_class, env_id, settings', VARIANTS,
-                         ids=['dqn-rainbow', 'qrdqn-rainbow', 'ddpg', 'td3', 'sac', 'sac-discrete', 'sac-gsde'])
+                         ids=['dqn-rainbow', 'qrdqn-rainbow', 'ddpg', 'td3', 'sac', 'sac-discrete', 'sac-gsde', 'tqc-gsde'])
 def test_every_variant_trains_saves_and_loads_to_the_same_next_update(tmp_path, agent_class, env_id, settings):
     """A few real updates, a save with the buffer, a load: the loaded agent holds the same weights, optimizer
     states, step counters and random states, so its next update is the original's, number for number."""
@@ -337,7 +349,7 @@ def test_qrdqn_learns_cartpole():
 
 
 @NOT_ON_TENSORFLOW
-@pytest.mark.parametrize('agent_class', [SAC, TD3, DDPG])
+@pytest.mark.parametrize('agent_class', [SAC, TD3, DDPG, TQC])
 def test_continuous_agents_learn_pendulum_to_minus_400(agent_class):
     if keras.backend.backend() == 'torch' and agent_class is not SAC:
         pytest.skip(EAGER_TORCH)

@@ -68,7 +68,7 @@ def test_an_export_acts_as_predict_does(agent, format, tmp_path):
 def test_every_agent_exports_its_greedy_policy(agent_name, tmp_path):
     """Untrained, on a small env of each action kind it plays: the SavedModel acts as predict does."""
     agent_class = xagents_agent(agent_name)
-    env_id = 'Pendulum-v1' if agent_name in ('ddpg', 'td3') else 'CartPole-v1'
+    env_id = 'CartPole-v1' if gym.spaces.Discrete in agent_class.supported_action_spaces else 'Pendulum-v1'
     built = agent_class.from_env(env_id, seed=0, quiet=True, n_envs=2)
     try:
         observations = env_observations(built, 20)

@@ -9,6 +9,7 @@ from xagents.ddpg import DDPG
 from xagents.dqn import DQN
 from xagents.sac import SAC
 from xagents.td3 import TD3
+from xagents.tqc import TQC
 
 
 def test_dqn_learns_cartpole():
@@ -17,7 +18,7 @@ def test_dqn_learns_cartpole():
     assert run.eval_reward >= 150, run.eval_reward
 
 
-@pytest.mark.parametrize('agent_class', [SAC, TD3, DDPG])
+@pytest.mark.parametrize('agent_class', [SAC, TD3, DDPG, TQC])
 def test_continuous_agents_learn_pendulum(agent_class):
     agent = agent_class.from_env('Pendulum-v1', seed=0, reward_buffer_size=10, quiet=True)
     run = agent.fit(target_reward=-500, max_steps=10_000)

@@ -1,0 +1,74 @@
+"""TQC: a gradient step's critic loss, actor loss and TD errors worked out by hand (the target quantiles pooled over
+the critics, sorted and truncated), critics built from one head each, and refused settings."""
+import importlib.resources
+import math
+
+import numpy as np
+import pytest
+
+from xagents.envs.creation import create_envs
+from xagents.tests.test_off_policy import freeze, linear, tensors
+from xagents.tqc import TQC
+
+
+BATCH = ([[1, 2, 0], [0, -1, 0]], [[0.5], [-0.5]], [1, 2], [[0.5, 0.5, 0], [2, 1, 0]], [0.99, 0], [1, 1])
+CRITIC_LOSS, TD_ERRORS, ACTOR_LOSS = 3.13083089, [1.40125201, -2.125], -(1.5 + 1.25 * math.tanh(0.5))
+
+
+def tqc_agent() -> TQC:
+    """log std = -20 makes the policy deterministic (a' = tanh(0.5) =: t) and the tiny fixed alpha drops the entropy
+    terms. Two critics of two quantiles (fractions 0.25, 0.75) on (s, a): Z1 = (s0, s0 + a), Z2 = (s1 + a + 2,
+    s1 + 3a + 2); the largest quantile of each critic's count is dropped from the pooled target (keep 2 of 4).
+    Learning rate 0."""
+    actor = linear(3, np.zeros((3, 2)), bias=[[0.5, -20.0]])
+    critic = linear(4, np.array([[1, 1], [0, 0], [0, 0], [0, 1.0]]), np.array([[0, 0], [1, 1], [0, 0], [1, 3.0]]),
+                    bias=[[0, 0], [2, 2]])
+    agent = TQC(create_envs('Pendulum-v1'), actor, critic, alpha=1e-9, n_quantiles=2, top_quantiles_to_drop_per_net=1,
+                buffer_initial_size=256, quiet=True)
+    freeze(agent)
+    return agent
+
+
+def test_tqc_losses_by_hand():
+    metrics, td_errors = tqc_agent().train_step(*tensors(*BATCH))
+    t = math.tanh(0.5)
+    # s' = (0.5, 0.5), a' = t: Z1 = (0.5, 0.5 + t), Z2 = (2.5 + t, 2.5 + 3t); pooled and sorted, the two smallest
+    # (0.5, 0.96211716), both the first critic's (dropping each critic's top one would keep 0.5 and 2.96).
+    # y = 1 + 0.99 (0.5, 0.96211716) = (1.495, 1.95249599) and, terminated, (2, 2).
+    # Z(s, a): (1, 1.5), (4.5, 5.5) and (0, -0.5), (0.5, -0.5). Quantile Huber (sum over quantiles, mean over y):
+    #   Z1, sample 1: 0.25 * mean(huber 0.495, 0.9525) + mean(0.25 * huber(-0.005), 0.75 * huber(0.4525)) = 0.1104098
+    #   Z2, sample 1: every u < 0: 0.75 * mean(2.505, 2.0475) + 0.25 * mean(3.505, 3.0475) = 2.52625201
+    #   Z1, sample 2: u = 2 and 2.5: 0.25 * 1.5 + 0.75 * 2 = 1.875; Z2, sample 2: 0.25 * 1 + 0.75 * 2 = 1.75
+    # critic loss = (0.1104098 + 1.875) / 2 + (2.52625201 + 1.75) / 2 (per-critic truncation: 3.12019401)
+    np.testing.assert_allclose(metrics['critic_loss'], CRITIC_LOSS, rtol=1e-5)
+    # TD errors: means 12.5 / 4 - 1.72374799 and -0.5 / 4 - 2
+    np.testing.assert_allclose(td_errors, TD_ERRORS, rtol=1e-5)
+    # actor loss = -mean over samples of the mean of all four quantiles at (s, t): (10 + 5t) / 4 and (2 + 5t) / 4
+    np.testing.assert_allclose(metrics['actor_loss'], ACTOR_LOSS, rtol=1e-5)
+    assert ACTOR_LOSS == -(1.5 + 1.25 * t)
+
+
+def test_critics_are_one_cfg_head_and_tower_per_critic():
+    agent = TQC.from_env('Pendulum-v1', n_critics=3, n_quantiles=7, seed=0, quiet=True)
+    assert [tuple(output.shape) for output in agent.critic.outputs] == [(None, 7)] * 3
+    kernels = [weight for weight in agent.critic.weights if len(weight.shape) == 2]
+    assert len(kernels) == 9 and len({id(kernel) for kernel in kernels}) == 9  # three towers of three layers
+    assert agent.kept_quantiles == 3 * (7 - 2)
+
+
+@pytest.mark.parametrize('settings, message', [
+    ({'n_quantiles': 2, 'top_quantiles_to_drop_per_net': 2}, 'expected 0 <= top_quantiles_to_drop_per_net < '
+                                                             'n_quantiles = 2, got 2'),
+    ({'n_critics': 0}, 'expected n_critics >= 1 and n_quantiles >= 1, got 0 and 25'),
+])
+def test_refused_settings(settings, message):
+    with pytest.raises(ValueError, match=message):
+        TQC(create_envs('Pendulum-v1'), buffer_initial_size=256, quiet=True, **settings)
+
+
+def test_a_cfg_with_a_head_per_critic_must_have_as_many_as_there_are_critics():
+    sac_critics = str(importlib.resources.files('xagents').joinpath('sac', 'models', 'ann-critic-256.cfg'))  # two
+    agent = TQC(create_envs('Pendulum-v1'), critic_model=sac_critics, buffer_initial_size=256, quiet=True)
+    assert len(agent.critic.outputs) == 2
+    with pytest.raises(ValueError, match=r'expected 3 output section\(s\)'):
+        TQC(create_envs('Pendulum-v1'), critic_model=sac_critics, n_critics=3, buffer_initial_size=256, quiet=True)
