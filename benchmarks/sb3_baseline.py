@@ -210,6 +210,10 @@ def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int | None = N
         settings = {**ZOO_QRDQN[env_id], **({} if learning_starts is None else {'learning_starts': learning_starts})}
         return QRDQN('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), seed=seed, **settings)
     learning_starts = 10_000 if learning_starts is None else learning_starts
+    if algo == 'tqc':  # SB3-contrib's defaults (256-256, 2 critics of 25 quantiles, 2 dropped each), as RL Zoo's MuJoCo
+        from sb3_contrib import TQC
+
+        return TQC('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), learning_starts=learning_starts, seed=seed)
     if algo == 'a2c':  # a2c.yml LunarLander: lin_0.00083 decays to 0 over the run (RL Zoo's run: 200k steps)
         env = make_vec_env(env_id, n_envs=8, seed=seed)
         return A2C('MlpPolicy', env, n_steps=5, gamma=0.995, learning_rate=linear(0.00083), ent_coef=1e-5, seed=seed)
@@ -422,16 +426,17 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
          'recurrent-pendulum-novel': recurrent_pendulum_novel, 'her-fetchreach': her_fetchreach,
          'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
          'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup),
-         'qrdqn-lunar': lambda seed, steps, warmup: throughput('qrdqn', 'LunarLander-v3', seed, steps, warmup)}
-THROUGHPUT_CASES = ('sac-hopper', 'td3-hopper', 'qrdqn-lunar')
+         'qrdqn-lunar': lambda seed, steps, warmup: throughput('qrdqn', 'LunarLander-v3', seed, steps, warmup),
+         'tqc-hopper': lambda seed, steps, warmup: throughput('tqc', 'Hopper-v5', seed, steps, warmup)}
+THROUGHPUT_CASES = ('sac-hopper', 'td3-hopper', 'qrdqn-lunar', 'tqc-hopper')
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('case', choices=[*CASES, 'evaluate', 'defaults'])
-    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg', 'dqn', 'trpo', 'qrdqn'],
+    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg', 'dqn', 'trpo', 'qrdqn', 'tqc'],
                         help='evaluate: the algorithm (a2c: LunarLander-v3 only, ddpg: LunarLanderContinuous-v3 only, '
-                             'qrdqn: CartPole-v1 or LunarLander-v3); '
+                             'qrdqn: CartPole-v1 or LunarLander-v3, tqc: a MuJoCo env); '
                              'defaults: any but ACER, which SB3 lacks')
     parser.add_argument('--her', action='store_true', help='defaults: with HerReplayBuffer (a goal env)')
     parser.add_argument('--env', default='Hopper-v5', help='evaluate: the env (default: Hopper-v5)')

@@ -15,7 +15,8 @@ and all), each with its own tuned settings, on an otherwise idle machine::
 - sac-hopper, td3-hopper: env steps/s on Hopper-v5 after a 1,000-step random warm-up and the first
   update, at the same network sizes (SAC 256-256, TD3 400-300) and one gradient step per env step.
 - qrdqn-lunar: the same for QR-DQN on LunarLander-v3 with RL Zoo's settings (256-256, 170 quantiles, 256 gradient
-  steps every 256 env steps) against SB3-contrib's QRDQN.
+  steps every 256 env steps) against SB3-contrib's QRDQN; tqc-hopper for TQC on Hopper-v5 (256-256, 2 critics of
+  25 quantiles, one gradient step per env step) against SB3-contrib's TQC.
 
 Ratios are of the medians over the seeds: xagents / SB3 for seconds, SB3 / xagents for steps/s. With several
 ``--backends`` xagents runs once on each (``KERAS_BACKEND``) for every seed, beside the same SB3 run.
@@ -40,7 +41,7 @@ XAGENTS = {
                       '--precision', 'bf16'],
 }
 THROUGHPUT = {'sac-hopper': ('sac', 'Hopper-v5'), 'td3-hopper': ('td3', 'Hopper-v5'),
-              'qrdqn-lunar': ('qrdqn', 'LunarLander-v3')}
+              'qrdqn-lunar': ('qrdqn', 'LunarLander-v3'), 'tqc-hopper': ('tqc', 'Hopper-v5')}
 
 
 def timed(command: list[str], backend: str | None = None) -> tuple[float, str]:
