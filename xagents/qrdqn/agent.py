@@ -47,8 +47,6 @@ class QRDQN(DQN):
             lr: Learning rate.
             opt_epsilon: Adam epsilon (the paper's 0.01 / 32, for its batch of 32).
         """
-        if n_quantiles < 1:
-            raise ValueError(f'expected n_quantiles >= 1, got {n_quantiles}')
         self.n_quantiles = n_quantiles
         super().__init__(envs, model, lr=lr, opt_epsilon=opt_epsilon, **kwargs)
 

@@ -59,7 +59,8 @@ def test_critics_are_one_cfg_head_and_tower_per_critic():
 @pytest.mark.parametrize('settings, message', [
     ({'n_quantiles': 2, 'top_quantiles_to_drop_per_net': 2}, 'expected 0 <= top_quantiles_to_drop_per_net < '
                                                              'n_quantiles = 2, got 2'),
-    ({'n_critics': 0}, 'expected n_critics >= 1 and n_quantiles >= 1, got 0 and 25'),
+    ({'n_critics': 0}, 'expected n_critics >= 1, got 0'),
+    ({'top_quantiles_to_drop_per_net': -1}, 'expected top_quantiles_to_drop_per_net >= 0, got -1'),
 ])
 def test_refused_settings(settings, message):
     with pytest.raises(ValueError, match=message):

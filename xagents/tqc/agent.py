@@ -50,9 +50,7 @@ class TQC(SAC):
             top_quantiles_to_drop_per_net: Largest target quantiles dropped per critic (the paper's d; kN = N(M - d)
                 are kept).
         """
-        if n_critics < 1 or n_quantiles < 1:
-            raise ValueError(f'expected n_critics >= 1 and n_quantiles >= 1, got {n_critics} and {n_quantiles}')
-        if not 0 <= top_quantiles_to_drop_per_net < n_quantiles:
+        if top_quantiles_to_drop_per_net >= n_quantiles:  # (each alone is checked as every parameter is)
             raise ValueError(f'expected 0 <= top_quantiles_to_drop_per_net < n_quantiles = {n_quantiles}, '
                              f'got {top_quantiles_to_drop_per_net}')
         self.n_critics, self.n_quantiles = n_critics, n_quantiles

@@ -44,8 +44,9 @@ KINDS: dict[str, str] = {
                      'sequence_length', 'cg_iterations', 'line_search_steps', 'critic_iterations',
                      'plateau_reduce_patience', 'early_stop_patience', 'lr_decay_steps', 'max_steps',
                      'eval_frequency', 'eval_episodes', 'frame_frequency', 'episodes', 'save_frequency',
-                     'save_keep', 'workers', 'sde_sample_freq', 'max_episode_steps'), 'count'),
-    **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed', 'noop_max'), 'steps'),
+                     'save_keep', 'workers', 'sde_sample_freq', 'max_episode_steps', 'n_quantiles', 'n_critics'), 'count'),
+    **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed', 'noop_max',
+                     'top_quantiles_to_drop_per_net'), 'steps'),
     'log_std_init': 'real',
 }
 
