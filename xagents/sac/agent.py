@@ -239,19 +239,24 @@ class SAC(OffPolicy):
         sde_noise = self.draw_sde_noise()  # the same matrix for the target's and the actor's actions
         targets = ops.stop_gradient(rewards + discounts * self.next_values(next_observations, sde_noise))
         td_errors, critic_loss = self.critic_step(observations, actions, targets, weights)
+        return {'critic_loss': critic_loss, **self.actor_step(observations, sde_noise, alpha)}, td_errors[0]
 
+    def policy_q(self, observations, actions):
+        """``(batch,)`` what the actor maximises at ``(s, a~)`` (Box actions): the smaller of the twin Q-values."""
+        return ops.min(self.q_values(self.critic, observations, actions), 0)
+
+    def actor_step(self, observations, sde_noise, alpha) -> dict:
+        """One step of the actor on ``E[alpha log pi(a~|s) - Q(s, a~)]`` and one of alpha (Box actions); their
+        metrics."""
         def actor_objective():
             new_actions, log_probs = self.squashed_gaussian(observations, sde_noise)
-            q = ops.min(self.q_values(self.critic, observations, new_actions), 0)
-            return ops.mean(alpha * log_probs - q), log_probs
+            return ops.mean(alpha * log_probs - self.policy_q(observations, new_actions)), log_probs
 
         actor_variables = self.actor.trainable_variables
         (actor_loss, log_probs), gradients = backend.value_and_grad(actor_objective, actor_variables)
         self.actor_optimizer.apply(gradients, actor_variables)
-        alpha_loss = self.update_alpha(log_probs)
-        metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'alpha_loss': alpha_loss,
-                   'alpha': alpha, 'entropy': -ops.mean(log_probs)}
-        return metrics, td_errors[0]
+        return {'actor_loss': actor_loss, 'alpha_loss': self.update_alpha(log_probs), 'alpha': alpha,
+                'entropy': -ops.mean(log_probs)}
 
     def critic_step(self, observations, actions, targets, weights) -> tuple:
         """One step of the twin critics on ``1/2 sum_i E[w (Q_i(s, a) - y)^2]``; ``(td_errors (2, batch), loss)``."""

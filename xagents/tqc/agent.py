@@ -97,16 +97,9 @@ class TQC(SAC):
         critic_variables = self.critic.trainable_variables
         (critic_loss, current), gradients = backend.value_and_grad(critic_objective, critic_variables)
         self.critic_optimizer.apply(gradients, critic_variables)
-
-        def actor_objective():
-            new_actions, log_probs = self.squashed_gaussian(observations, sde_noise)
-            q = ops.mean(self.quantiles(self.critic, observations, new_actions), (0, 2))
-            return ops.mean(alpha * log_probs - q), log_probs
-
-        actor_variables = self.actor.trainable_variables
-        (actor_loss, log_probs), gradients = backend.value_and_grad(actor_objective, actor_variables)
-        self.actor_optimizer.apply(gradients, actor_variables)
-        alpha_loss = self.update_alpha(log_probs)
-        metrics = {'critic_loss': critic_loss, 'actor_loss': actor_loss, 'alpha_loss': alpha_loss,
-                   'alpha': alpha, 'entropy': -ops.mean(log_probs)}
+        metrics = {'critic_loss': critic_loss, **self.actor_step(observations, sde_noise, alpha)}
         return metrics, ops.mean(current, (0, 2)) - ops.mean(targets, -1)
+
+    def policy_q(self, observations, actions):
+        """The mean of every critic's quantiles (no truncation for the actor)."""
+        return ops.mean(self.quantiles(self.critic, observations, actions), (0, 2))
