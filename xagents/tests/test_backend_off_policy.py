@@ -331,21 +331,15 @@ NOT_ON_TENSORFLOW = pytest.mark.skipif(keras.backend.backend() == 'tensorflow',
 
 
 @NOT_ON_TENSORFLOW
-def test_dqn_learns_cartpole():
+@pytest.mark.parametrize('agent_class, target, max_steps, eval_frequency', [(DQN, 150, 10_000, 2500),
+                                                                            (QRDQN, 300, 40_000, 5000)])
+def test_value_based_agents_learn_cartpole(agent_class, target, max_steps, eval_frequency):
     if keras.backend.backend() == 'torch':
         pytest.skip(EAGER_TORCH)
-    agent = DQN.from_env('CartPole-v1', seed=0, quiet=True)
-    run = agent.fit(target_reward=150, max_steps=10_000, eval_frequency=2500, eval_episodes=5, stop_on='eval')
-    assert run.eval_reward >= 150, run.eval_reward
-
-
-@NOT_ON_TENSORFLOW
-def test_qrdqn_learns_cartpole():
-    if keras.backend.backend() == 'torch':
-        pytest.skip(EAGER_TORCH)
-    agent = QRDQN.from_env('CartPole-v1', seed=0, quiet=True)
-    run = agent.fit(target_reward=300, max_steps=40_000, eval_frequency=5000, eval_episodes=5, stop_on='eval')
-    assert run.eval_reward >= 300, run.eval_reward
+    agent = agent_class.from_env('CartPole-v1', seed=0, quiet=True)
+    run = agent.fit(target_reward=target, max_steps=max_steps, eval_frequency=eval_frequency, eval_episodes=5,
+                    stop_on='eval')
+    assert run.eval_reward >= target, run.eval_reward
 
 
 @NOT_ON_TENSORFLOW
