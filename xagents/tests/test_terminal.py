@@ -127,3 +127,19 @@ def test_a_signal_while_ale_py_loads_is_one_line_and_status_130(xagents_command,
     finally:
         process.kill()
     assert (process.returncode, err, out) == (130, 'xagents: interrupted\n', '')
+
+
+def test_a_ctrl_c_that_keras_takes_for_a_missing_package_is_one_line_and_status_130(xagents_command, tmp_path):
+    # A Ctrl-C inside optree's C++ initialisation surfaces as an ImportError that Keras replaces with "you need to
+    # have `optree` installed", the interruption gone from the chain. This optree does the same on purpose.
+    (tmp_path / 'optree').mkdir()
+    (tmp_path / 'optree' / '__init__.py').write_text(
+        'import signal\n'
+        'try:\n'
+        '    signal.raise_signal(signal.SIGINT)\n'
+        'except KeyboardInterrupt:\n'
+        '    raise ImportError("initialization failed") from None\n')
+    environment = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path), os.environ.get('PYTHONPATH', '')])}
+    result = subprocess.run(xagents_command + ['train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '64'],
+                            capture_output=True, text=True, env=environment, cwd=tmp_path, timeout=120)
+    assert (result.returncode, result.stderr, result.stdout) == (130, 'xagents: interrupted\n', '')

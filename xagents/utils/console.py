@@ -117,6 +117,12 @@ def load_keras() -> None:
     try:
         with native_stderr_silenced():
             importlib.import_module('keras')
+    except ImportError as error:
+        # A Ctrl-C inside a dependency's C extension (optree's) surfaces as its ImportError, which Keras takes for a
+        # missing package and replaces with its own, the interruption gone from the chain: the handler's record says.
+        if _dropped_interruption:
+            raise KeyboardInterrupt from error
+        raise
     finally:
         if collecting:
             gc.enable()
