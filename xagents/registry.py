@@ -20,6 +20,7 @@ AGENTS = {  # command-line name: 'module:Class'
     'td3': 'xagents.td3.agent:TD3',
     'sac': 'xagents.sac.agent:SAC',
     'tqc': 'xagents.tqc.agent:TQC',
+    'crossq': 'xagents.crossq.agent:CrossQ',
 }
 
 

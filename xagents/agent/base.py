@@ -62,6 +62,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     supported_action_spaces: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.Box)
     masks_actions = False  # acts and learns within action masks when the env offers them
     model_roles: tuple[str, ...] = ('model',)
+    batch_renorm: dict | None = None  # the settings of cfg batch renormalisation layers, where the agent trains them
     sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
     def __init_subclass__(cls, **kwargs) -> None:
         """Every agent's constructor takes renamed parameters by their old names for a release, and checks
@@ -282,7 +283,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             model = self.own_network(role, model, observation_space, outputs, features)
         else:
             model = build_model(model, observation_space, outputs, name=role, features=features, recurrent=recurrent,
-                                precision=self.precision)
+                                precision=self.precision, batch_renorm=self.batch_renorm)
         self.models[role] = model
         return model
 

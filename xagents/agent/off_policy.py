@@ -233,15 +233,18 @@ class OffPolicy(BaseAgent):
         if not isinstance(model, str):
             model = self.own_network(role, model, space, outputs)
         else:
-            model = build_model(model, space, outputs, name=role, precision=self.precision, repeat_head=repeat_head)
+            model = build_model(model, space, outputs, name=role, precision=self.precision, repeat_head=repeat_head,
+                                batch_renorm=self.batch_renorm)
         self.models[role] = model
         return model
 
-    def q_values(self, model: keras.Model, observations, actions=None):
-        """Every head's Q-values: ``(heads, batch)`` of Box ``actions``, ``(heads, batch, n)`` without."""
+    def q_values(self, model: keras.Model, observations, actions=None, training: bool = False):
+        """Every head's Q-values: ``(heads, batch)`` of Box ``actions``, ``(heads, batch, n)`` without (the model in
+        training mode with ``training``)."""
         if actions is None:
-            return ops.stack(keras.tree.flatten(model(observations)))
-        return ops.stack(keras.tree.flatten(model(self.critic_inputs(observations, actions))))[..., 0]
+            return ops.stack(keras.tree.flatten(model(observations, training=training)))
+        inputs = self.critic_inputs(observations, actions)
+        return ops.stack(keras.tree.flatten(model(inputs, training=training)))[..., 0]
 
     @staticmethod
     def critic_inputs(observations, actions):

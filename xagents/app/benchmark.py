@@ -71,6 +71,7 @@ SUITES = {
         Job('a2c', 'Pendulum-v1', -250, 600_000, 25_000),
         Job('sac', 'Pendulum-v1', -200, 20_000, 1_000), Job('td3', 'Pendulum-v1', -200, 20_000, 1_000),
         Job('ddpg', 'Pendulum-v1', -200, 20_000, 1_000), Job('tqc', 'Pendulum-v1', -200, 20_000, 1_000),
+        Job('crossq', 'Pendulum-v1', -200, 20_000, 1_000),
         Job('ppo', 'Acrobot-v1', -100, 300_000, 10_000), Job('dqn', 'Acrobot-v1', -100, 200_000, 10_000),
         Job('dqn', 'MountainCar-v0', -110, 300_000, 10_000),
         Job('qrdqn', 'CartPole-v1', 475, 50_000, 5_000), Job('qrdqn', 'Acrobot-v1', -100, 100_000, 10_000),
@@ -85,6 +86,7 @@ SUITES = {
         Job('sac', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
         Job('td3', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
         Job('ddpg', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
+        Job('crossq', 'LunarLanderContinuous-v3', 200, 300_000, 10_000),
         Job('ppo', 'LunarLanderContinuous-v3', 200, 1_000_000, 25_000),
         Job('sac', 'BipedalWalker-v3', 250, 500_000, 25_000, max_seeds=1),
         Job('td3', 'BipedalWalker-v3', 250, 500_000, 25_000, max_seeds=1),
@@ -101,6 +103,9 @@ SUITES = {
         # TQC: RL Zoo's after 1M (v3), rounded down
         Job('tqc', 'Hopper-v5', 3700, 1_000_000, 20_000), Job('tqc', 'HalfCheetah-v5', 12000, 1_000_000, 20_000),
         Job('tqc', 'Walker2d-v5', 4300, 1_000_000, 20_000),
+        # CrossQ: at least SAC's (its paper's curves pass SAC's on each)
+        Job('crossq', 'Hopper-v5', 2300, 1_000_000, 20_000), Job('crossq', 'HalfCheetah-v5', 9500, 1_000_000, 20_000),
+        Job('crossq', 'Walker2d-v5', 3800, 1_000_000, 20_000),
     ],
     # Pong to 18 within 10M frames (2.5M steps of 4 frames; about an hour a run on a 2-core CPU with --precision
     # bf16); Breakout to RL Zoo's score after its 10M steps, rounded down. One seed unless --all-seeds.

@@ -24,8 +24,8 @@ from xagents.envs.goal_envs import check_goal_space
 from xagents.envs.observations import NATURE_CNN_SMALLEST, check_observation_space, is_image, is_pixels
 from xagents.envs.spaces import ACTION_SPACE_AGENTS, empty_dimension, one_line
 
-AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'QRDQN', 'DDPG', 'TD3', 'SAC', 'TQC')
-OFF_POLICY_BOX = ('DDPG', 'TD3', 'SAC', 'TQC')  # scale their [-1, 1] actions to the Box's bounds
+AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'QRDQN', 'DDPG', 'TD3', 'SAC', 'TQC', 'CrossQ')
+OFF_POLICY_BOX = ('DDPG', 'TD3', 'SAC', 'TQC', 'CrossQ')  # scale their [-1, 1] actions to the Box's bounds
 MASKING_AGENTS = ('PPO', 'A2C', 'TRPO', 'DQN', 'QRDQN', 'SAC')  # act within masks (those of them that take the actions)
 UNBOUNDED = 1e30  # a bound this large (float32's maximum, as CartPole's) stands for no bound
 WIDE = 100.0  # vector observations spanning more than this are badly scaled for a network
@@ -240,7 +240,7 @@ def goal_env(env: gym.Env, result: CheckResult) -> None:
                                f'(rename compute_reward if this is no goal env)')
         return
     result.goal_env = True
-    result.notes.append('a goal env: --her (DQN, QR-DQN, DDPG, TD3, SAC, TQC) relabels goals with its compute_reward, checked '
+    result.notes.append('a goal env: --her (DQN, QR-DQN, DDPG, TD3, SAC, TQC, CrossQ) relabels goals with its compute_reward, checked '
                         'here against the step rewards')
 
 

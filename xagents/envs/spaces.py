@@ -7,7 +7,7 @@ import numpy as np
 
 ACTION_SPACE_AGENTS = {  # action space: the agents (class names) that take it
     'Discrete': ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'QRDQN', 'SAC'),
-    'Box': ('PPO', 'A2C', 'TRPO', 'DDPG', 'TD3', 'SAC', 'TQC'),
+    'Box': ('PPO', 'A2C', 'TRPO', 'DDPG', 'TD3', 'SAC', 'TQC', 'CrossQ'),
     'MultiDiscrete': ('PPO', 'A2C', 'TRPO'),
     'MultiBinary': ('PPO', 'A2C', 'TRPO'),
 }

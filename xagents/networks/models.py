@@ -1,7 +1,7 @@
 """Keras models from INI-style ``.cfg`` files, and a NumPy mirror for acting with small MLPs.
 
 A cfg lists layers in order, one section each: ``[dense-N]``, ``[convolutional-N]``,
-``[flatten-N]``. Hidden layers with ``common=1`` form a trunk shared by every output; the other
+``[flatten-N]``, ``[batchrenorm-N]`` (CrossQ's batch renormalisation). Hidden layers with ``common=1`` form a trunk shared by every output; the other
 hidden layers form a tower that is built once per output (separate actor and critic networks
 in one file); sections with ``output=1`` are the heads, matched in order to the outputs the agent
 asks for, with ``units`` filled in from the environment when left out.
@@ -32,6 +32,7 @@ import keras
 from xagents import backend
 from xagents.utils.memory import check_fits
 from xagents.envs.observations import DictObservations, Key, is_pixels
+from xagents.networks.batch_renorm import BatchRenorm
 from xagents.networks.recurrence import GATES, Recurrent, numpy_step, state_size
 
 LAYER_KEYS = {
@@ -40,6 +41,7 @@ LAYER_KEYS = {
     'flatten': {'common', 'input'},
     'rescaling': {'scale', 'common', 'input'},
     'recurrent': {'units', 'common'},
+    'batchrenorm': {'common'},
 }
 INITIALIZERS = {
     'orthogonal', 'glorot_uniform', 'glorot_normal', 'he_uniform', 'he_normal',
@@ -174,10 +176,10 @@ def read_cfg(path: str) -> list[_Section]:
         raise CfgError(f'{path}: malformed cfg: {error.message.splitlines()[0]}') from None
     sections = []
     for name in parser.sections():
-        match = re.fullmatch(r'(dense|convolutional|flatten|rescaling|recurrent)-\d+', name)
+        match = re.fullmatch(r'(dense|convolutional|flatten|rescaling|recurrent|batchrenorm)-\d+', name)
         if not match:
             raise CfgError(f'{path}: [{name}]: unknown section, expected dense-N, convolutional-N, flatten-N, '
-                           'rescaling-N or recurrent-N')
+                           'rescaling-N, recurrent-N or batchrenorm-N')
         section = _Section(path, name, dict(parser[name]))
         unknown = set(section.items) - LAYER_KEYS[match.group(1)]
         if unknown:
@@ -211,10 +213,13 @@ def _initializer(section: _Section):
 
 
 def _make_layer(section: _Section, units: int | None = None, activation: str | None = None,
-                recurrent: str | None = None, dtype: str | None = None):
+                recurrent: str | None = None, dtype: str | None = None, batch_renorm: dict | None = None):
     """The Keras layer of a cfg section; ``dtype`` is its Keras dtype policy (``mixed_bfloat16``: bfloat16
-    compute on float32 weights), recurrent layers always computing in float32."""
+    compute on float32 weights), recurrent layers always computing in float32; ``batch_renorm`` the settings of
+    batch renormalisation layers."""
     kind = section.name.split('-')[0]
+    if kind == 'batchrenorm':
+        return BatchRenorm(**(batch_renorm or {}), dtype=dtype)
     if kind == 'recurrent':
         return Recurrent(recurrent, section.get('units', int, required=True))
     if kind == 'flatten':
@@ -238,6 +243,7 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
 def build_model(
     path: str, observation_space, outputs: Sequence[Output], name: str = 'model', features: bool = False,
     recurrent: str | None = None, precision: str = 'float32', repeat_head: bool = False,
+    batch_renorm: dict | None = None,
 ) -> keras.Model:
     """Build a Keras model from the cfg at ``path`` for ``observation_space``.
 
@@ -255,6 +261,9 @@ def build_model(
             the output layers, and so the losses, stay float32.
         repeat_head: A cfg with one output section serves every output, each with its own tower (an agent
             whose number of critics is a parameter: TQC).
+        batch_renorm: The settings of ``[batchrenorm-N]`` layers (:class:`BatchRenorm`'s ``momentum``,
+            ``warmup_steps``), from an agent that trains them (calls its models with ``training=True``, as
+            CrossQ does); None refuses such layers, which would otherwise never learn their statistics.
 
     Returns:
         A model mapping a batch of observations to the list of outputs (or one tensor if one
@@ -273,6 +282,10 @@ def build_model(
     if sections.index(heads[0]) < len(hidden):
         raise CfgError(f'{path}: [{heads[0].name}]: output sections must come after all hidden layers')
     memory = _memory_inputs(path, hidden, recurrent, len(outputs))
+    renorms = [section for section in hidden if section.name.startswith('batchrenorm')]
+    if renorms and batch_renorm is None:
+        raise renorms[0].error(None, 'batch renormalisation learns its statistics in agents that train their '
+                                     'networks in training mode: CrossQ (this agent would use them untrained)')
     dtype = PRECISIONS[precision]
     keys = observation_space if isinstance(observation_space, DictObservations) else DictObservations.of(
         observation_space)
@@ -345,7 +358,8 @@ def build_model(
     for section in trunk:
         flat = _check_fits(section, flat)
         fits(section, section.get('units', int), x)
-        layer = _make_layer(section, section.get('units', int), recurrent=recurrent, dtype=dtype)
+        layer = _make_layer(section, section.get('units', int), recurrent=recurrent, dtype=dtype,
+                            batch_renorm=batch_renorm)
         if graph:
             graph.trunk.append(layer)
         x = memory.apply(layer, x) if memory else layer(x)
@@ -358,7 +372,8 @@ def build_model(
         for tower_section in tower:
             branch_flat = _check_fits(tower_section, branch_flat)
             fits(tower_section, tower_section.get('units', int), y)
-            layer = _make_layer(tower_section, tower_section.get('units', int), recurrent=recurrent, dtype=dtype)
+            layer = _make_layer(tower_section, tower_section.get('units', int), recurrent=recurrent, dtype=dtype,
+                                batch_renorm=batch_renorm)
             branch.append(layer)
             y = memory.apply(layer, y) if memory else layer(y)
         _check_fits(section, branch_flat)
@@ -496,7 +511,7 @@ def check_precision(model: keras.Model, precision: str, owner: str) -> None:
 def _check_fits(section: _Section, flat: bool) -> bool:
     """Refuse a dense layer on unflattened images; return whether the activations are flat."""
     kind = section.name.split('-')[0]
-    if kind in ('dense', 'recurrent') and not flat:
+    if kind in ('dense', 'recurrent', 'batchrenorm') and not flat:
         raise section.error(None, f'{kind} layer on image activations: add a [flatten-N] section before it')
     return flat or kind == 'flatten'
 
@@ -521,7 +536,7 @@ class NumpyForward:
             return False
         layers = graph.trunk + [layer for branch in graph.branches for layer in branch]
         return all(
-            isinstance(layer, Recurrent) or isinstance(layer, keras.layers.Dense)
+            isinstance(layer, (Recurrent, BatchRenorm)) or isinstance(layer, keras.layers.Dense)
             and layer.activation.__name__ in NUMPY_ACTIVATIONS and layer.compute_dtype == 'float32'
             for layer in layers
         )
@@ -532,6 +547,9 @@ class NumpyForward:
             weights = tuple(weight.numpy() for weight in layer.weights)
             if isinstance(layer, Recurrent):
                 return layer, weights
+            if isinstance(layer, BatchRenorm):  # outside training, x * a + b per feature
+                a, b = layer.inference_affine()
+                return np.diag(a), b, NUMPY_ACTIVATIONS[None]
             return weights + (NUMPY_ACTIVATIONS[layer.activation.__name__],)
 
         self.trunk = [params(layer) for layer in self.graph.trunk]

@@ -133,7 +133,9 @@ class SAC(OffPolicy):
                 name='sde_log_std')
         self.sde = StateDependentNoise(sde_sample_freq, use_expln) if use_sde else None
         self.critic = self.build_critics(critic_model, q_units)
-        self.target_critic = self.build_target('target_critic', self.critic)
+        # Without target networks (CrossQ) the target bootstraps from the critics themselves.
+        self.target_critic = (self.build_target('target_critic', self.critic) if 'target_critic' in self.model_roles
+                              else self.critic)
         self.models['alpha'] = self.alpha_model = LogAlpha(initial_alpha if self.auto_alpha else alpha)
         self.log_alpha = self.alpha_model.log_alpha
         self.actor_optimizer = self.make_optimizer('actor')
@@ -180,23 +182,24 @@ class SAC(OffPolicy):
         return self.policy(observations, False, action_masks)
 
     # ---------------------------------------------------------------------- learning
-    def squashed_gaussian(self, observations, sde_noise=None) -> tuple:
+    def squashed_gaussian(self, observations, sde_noise=None, training: bool = False) -> tuple:
         """Reparameterised actions ``tanh(u)`` in ``[-1, 1]`` and their log-probabilities ``(batch,)``.
 
         log pi(a|s) = log N(u; mean, std) - sum log(1 - tanh(u)^2), the second term written as
-        2 (log 2 - u - softplus(-2u)) for numerical stability (Spinning Up's form). With gSDE,
+        2 (log 2 - u - softplus(-2u)) for numerical stability (Spinning Up's form). ``training`` runs the actor in
+        training mode (its batch renormalisation, in CrossQ, then learns its statistics). With gSDE,
         ``u = mean + f(s) E`` where ``E = sigma * sde_noise`` (the step's standard normal draw, so that
         sigma and the features ``f(s)`` get gradients) and ``std^2 = f(s)^2 sigma^2``.
         """
         if self.use_sde:
-            mean, features = self.actor(observations)
+            mean, features = self.actor(observations, training=training)
             mean = ops.clip(mean, -SDE_MEAN_BOUND, SDE_MEAN_BOUND)
             log_sigma = self.actor.sde_log_std
             log_std = StateDependentNoise.log_std(features, log_sigma, learn_features=True, expln=self.use_expln)
             sigma = StateDependentNoise.sigma(log_sigma, self.use_expln)
             noise = ops.matmul(features, sigma * sde_noise) * ops.exp(-log_std)
         else:
-            mean, log_std = ops.split(self.actor(observations), 2, axis=-1)
+            mean, log_std = ops.split(self.actor(observations, training=training), 2, axis=-1)
             log_std = ops.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
             noise = keras.random.normal(ops.shape(mean), seed=self.graph_random)
         u = mean + ops.exp(log_std) * noise
@@ -245,11 +248,11 @@ class SAC(OffPolicy):
         """``(batch,)`` what the actor maximises at ``(s, a~)`` (Box actions): the smaller of the twin Q-values."""
         return ops.min(self.q_values(self.critic, observations, actions), 0)
 
-    def actor_step(self, observations, sde_noise, alpha) -> dict:
-        """One step of the actor on ``E[alpha log pi(a~|s) - Q(s, a~)]`` and one of alpha (Box actions); their
-        metrics."""
+    def actor_step(self, observations, sde_noise, alpha, training: bool = False) -> dict:
+        """One step of the actor (in training mode with ``training``) on ``E[alpha log pi(a~|s) - Q(s, a~)]`` and
+        one of alpha (Box actions); their metrics."""
         def actor_objective():
-            new_actions, log_probs = self.squashed_gaussian(observations, sde_noise)
+            new_actions, log_probs = self.squashed_gaussian(observations, sde_noise, training)
             return ops.mean(alpha * log_probs - self.policy_q(observations, new_actions)), log_probs
 
         actor_variables = self.actor.trainable_variables

@@ -224,7 +224,7 @@ def test_bad_hyperparameters_raise():
     (['--env', 'CartPole-v1', '--delta', '0'], 'expected delta > 0, got 0.0'),
     (['--env', 'CartPole-v1', '--replay-ratio', '-1'], 'expected replay_ratio >= 0, got -1.0'),
     (['--env', 'Pendulum-v1'], 'ACER supports Discrete action spaces, got Box(-2.0, 2.0, (1,), float32) '
-     '(Box actions: PPO, A2C, TRPO, DDPG, TD3, SAC, TQC)'),
+     '(Box actions: PPO, A2C, TRPO, DDPG, TD3, SAC, TQC, CrossQ)'),
 ])
 def test_cli_rejects_bad_input_in_one_line(argv, message, tmp_path, xagents_command):
     result = subprocess.run(xagents_command + ['train', 'acer', '--max-steps', '100'] + argv, capture_output=True,

@@ -1,4 +1,4 @@
-"""DQN, QR-DQN, DDPG, TD3, SAC and TQC on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, or jax).
+"""DQN, QR-DQN, DDPG, TD3, SAC, TQC and CrossQ on whichever Keras backend runs (``KERAS_BACKEND``: tensorflow, the default, or jax).
 
 Each agent's update maths goes through its real compiled update (``compiled_train_steps``, one gradient step) on the
 tiny fixed-weight networks of ``test_off_policy`` and ``test_maths``, against the values worked out by hand there;
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from xagents.crossq import CrossQ
 from xagents.ddpg import DDPG
 from xagents.dqn import DQN
 from xagents.qrdqn import QRDQN
@@ -22,7 +23,7 @@ from xagents.tqc import TQC
 from xagents.tests.test_maths import tanh_actor
 from xagents.tests.test_off_policy import changed, filled, freeze, linear, weights
 from xagents.tests.test_qrdqn import quantile_agent
-from xagents.tests import test_tqc
+from xagents.tests import test_crossq, test_tqc
 from xagents.envs.creation import create_envs
 
 pytestmark = pytest.mark.backends
@@ -270,6 +271,20 @@ def test_tqc_compiled_step_by_hand():
     np.testing.assert_allclose(errors, test_tqc.TD_ERRORS, rtol=1e-5)
 
 
+# ----------------------------------------------------------------------------------- CrossQ
+def test_crossq_compiled_step_by_hand():
+    """The worked case of test_crossq.test_crossq_update_by_hand, through the compiled update: the joint batch's
+    statistics, the running ones it leaves, and the actor's loss against them."""
+    agent = test_crossq.crossq_agent()
+    metrics, errors = compiled_step(agent, *columns(*test_crossq.BATCH))
+    critic_loss, td_errors, actor_loss = test_crossq.expected_update()
+    np.testing.assert_allclose(metrics['critic_loss'], critic_loss, rtol=1e-5)
+    np.testing.assert_allclose(metrics['actor_loss'], actor_loss, rtol=1e-5)
+    np.testing.assert_allclose(errors, td_errors, rtol=1e-5, atol=1e-6)
+    renorm = agent.critic.layers[1]
+    assert int(renorm.steps.numpy()) == 1 and np.any(renorm.moving_mean.numpy() != 0)  # written back by the call
+
+
 # -------------------------------------------------------------------- train, save and load
 VARIANTS = [
     (DQN, 'CartPole-v1', {'double': True, 'dueling': True, 'prioritized': True, 'return_steps': 3}),
@@ -281,11 +296,13 @@ VARIANTS = [
     (SAC, 'CartPole-v1', {}),
     (SAC, 'Pendulum-v1', {'use_sde': True}),
     (TQC, 'Pendulum-v1', {}),
+    (CrossQ, 'Pendulum-v1', {}),
 ]
 
 
 @pytest.mark.parametrize('agent_class, env_id, settings', VARIANTS,
-                         ids=['dqn-rainbow', 'qrdqn-rainbow', 'ddpg', 'td3', 'sac', 'sac-discrete', 'sac-gsde', 'tqc-gsde'])
+                         ids=['dqn-rainbow', 'qrdqn-rainbow', 'ddpg', 'td3', 'sac', 'sac-discrete', 'sac-gsde', 'tqc-gsde',
+                              'crossq'])
 def test_every_variant_trains_saves_and_loads_to_the_same_next_update(tmp_path, agent_class, env_id, settings):
     """A few real updates, a save with the buffer, a load: the loaded agent holds the same weights, optimizer
     states, step counters and random states, so its next update is the original's, number for number."""
@@ -343,7 +360,7 @@ def test_value_based_agents_learn_cartpole(agent_class, target, max_steps, eval_
 
 
 @NOT_ON_TENSORFLOW
-@pytest.mark.parametrize('agent_class', [SAC, TD3, DDPG, TQC])
+@pytest.mark.parametrize('agent_class', [SAC, TD3, DDPG, TQC, CrossQ])
 def test_continuous_agents_learn_pendulum_to_minus_400(agent_class):
     if keras.backend.backend() == 'torch' and agent_class is not SAC:
         pytest.skip(EAGER_TORCH)

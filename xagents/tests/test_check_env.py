@@ -52,7 +52,7 @@ def test_cartpole_passes_with_a_hint_for_its_unbounded_velocities():
 def test_pendulum_box_actions_are_rescaled_by_off_policy_agents_not_warned():
     result = xagents.check_env('Pendulum-v1', steps=20)
     assert result.ok and not result.warnings
-    assert result.agents == ('PPO', 'A2C', 'TRPO', 'DDPG', 'TD3', 'SAC', 'TQC')
+    assert result.agents == ('PPO', 'A2C', 'TRPO', 'DDPG', 'TD3', 'SAC', 'TQC', 'CrossQ')
     assert any('rescale' in note for note in result.notes)
 
 

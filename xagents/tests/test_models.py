@@ -36,7 +36,8 @@ def test_every_shipped_cfg_builds_with_requested_outputs(path):
     # Heads without units are filled from what the agent asks (3 + i here); fixed ones keep theirs.
     outputs = [Output(f'out{i}', head.get('units', int, 3 + i)) for i, head in enumerate(heads)]
     recurrent = 'lstm' if 'recurrent' in os.path.basename(path) else None
-    model = build_model(path, space, outputs, recurrent=recurrent)
+    batch_renorm = {} if any(section.name.startswith('batchrenorm') for section in read_cfg(path)) else None
+    model = build_model(path, space, outputs, recurrent=recurrent, batch_renorm=batch_renorm)
     packed = DictObservations.of(space)
     observations = np.zeros((2, packed.size), np.float32) if packed else np.zeros((2, *space.shape), space.dtype)
     if recurrent:  # two envs, one step each, from zero states; the state after it comes last

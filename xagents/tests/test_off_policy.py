@@ -596,7 +596,7 @@ def test_same_seed_same_updates():
 BAD_INPUTS = [
     (['dqn', '--env', 'Pendulum-v1'],
      'xagents train dqn: error: DQN supports Discrete action spaces, got Box(-2.0, 2.0, (1,), float32) '
-     '(Box actions: PPO, A2C, TRPO, DDPG, TD3, SAC, TQC)'),
+     '(Box actions: PPO, A2C, TRPO, DDPG, TD3, SAC, TQC, CrossQ)'),
     (['td3', '--env', 'CartPole-v1'], 'xagents train td3: error: TD3 supports Box action spaces, got Discrete(2) '
      '(Discrete actions: PPO, A2C, TRPO, ACER, DQN, QRDQN, SAC)'),
     (['sac', '--env', 'Pendulum-v1', '--buffer-max-size', '1000', '--buffer-initial-size', '2000'],

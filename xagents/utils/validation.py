@@ -31,7 +31,7 @@ RULES: dict[str, tuple[Callable[[float], bool], str]] = {
 KINDS: dict[str, str] = {
     **dict.fromkeys(('gamma', 'lam', 'epsilon_start', 'epsilon_end', 'priority_beta'), 'probability'),
     **dict.fromkeys(('beta1', 'beta2', 'rmsprop_alpha', 'ema_alpha'), 'decay'),
-    **dict.fromkeys(('tau', 'plateau_reduce_factor'), 'fraction'),
+    **dict.fromkeys(('tau', 'plateau_reduce_factor', 'batch_norm_momentum'), 'fraction'),
     'line_search_shrink': 'shrink',
     **dict.fromkeys(('lr', 'opt_epsilon', 'rmsprop_epsilon', 'grad_norm', 'clip_range', 'target_kl', 'max_kl',
                      'cg_damping', 'cg_residual_tolerance', 'delta', 'importance_c', 'alpha', 'initial_alpha'),
@@ -46,7 +46,7 @@ KINDS: dict[str, str] = {
                      'eval_frequency', 'eval_episodes', 'frame_frequency', 'episodes', 'save_frequency',
                      'save_keep', 'workers', 'sde_sample_freq', 'max_episode_steps', 'n_quantiles', 'n_critics'), 'count'),
     **dict.fromkeys(('start_steps', 'update_after', 'plateau_start_steps', 'seed', 'noop_max',
-                     'top_quantiles_to_drop_per_net'), 'steps'),
+                     'top_quantiles_to_drop_per_net', 'renorm_warmup_steps'), 'steps'),
     'log_std_init': 'real',
 }
 
