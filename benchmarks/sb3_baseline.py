@@ -200,6 +200,13 @@ ZOO_QRDQN = {  # qrdqn.yml (LunarLander-v2's settings on v3); exploration_fracti
 }
 
 
+ZOO_CROSSQ = {  # RL Zoo's crossq.yml (its MuJoCo entries are for v4)
+    'Pendulum-v1': dict(policy_delay=2, policy_kwargs=dict(net_arch=[256, 256])),
+    'Hopper-v5': dict(learning_rate=1e-3, buffer_size=1_000_000, policy_delay=3,
+                      policy_kwargs=dict(net_arch=dict(pi=[256, 256], qf=[2048, 2048]))),
+}
+
+
 def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int | None = None):
     """RL Zoo's settings for ``algo`` on ``env_id`` (a MuJoCo env, LunarLander-v3 for A2C, LunarLanderContinuous-v3
     for DDPG, CartPole-v1 or LunarLander-v3 for QR-DQN); learning starts after ``learning_starts`` steps if given
@@ -210,6 +217,11 @@ def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int | None = N
         settings = {**ZOO_QRDQN[env_id], **({} if learning_starts is None else {'learning_starts': learning_starts})}
         return QRDQN('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), seed=seed, **settings)
     learning_starts = 10_000 if learning_starts is None else learning_starts
+    if algo == 'crossq':  # one gradient step per env step, as sb3-contrib's defaults
+        from sb3_contrib import CrossQ
+
+        return CrossQ('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), learning_starts=learning_starts,
+                      seed=seed, **ZOO_CROSSQ[env_id])
     if algo == 'tqc':  # SB3-contrib's defaults (256-256, 2 critics of 25 quantiles, 2 dropped each), as RL Zoo's MuJoCo
         from sb3_contrib import TQC
 
@@ -427,14 +439,16 @@ CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong':
          'sac-hopper': lambda seed, steps, warmup: throughput('sac', 'Hopper-v5', seed, steps, warmup),
          'td3-hopper': lambda seed, steps, warmup: throughput('td3', 'Hopper-v5', seed, steps, warmup),
          'qrdqn-lunar': lambda seed, steps, warmup: throughput('qrdqn', 'LunarLander-v3', seed, steps, warmup),
-         'tqc-hopper': lambda seed, steps, warmup: throughput('tqc', 'Hopper-v5', seed, steps, warmup)}
-THROUGHPUT_CASES = ('sac-hopper', 'td3-hopper', 'qrdqn-lunar', 'tqc-hopper')
+         'tqc-hopper': lambda seed, steps, warmup: throughput('tqc', 'Hopper-v5', seed, steps, warmup),
+         'crossq-pendulum': lambda seed, steps, warmup: throughput('crossq', 'Pendulum-v1', seed, steps, warmup),
+         'crossq-hopper': lambda seed, steps, warmup: throughput('crossq', 'Hopper-v5', seed, steps, warmup)}
+THROUGHPUT_CASES = ('sac-hopper', 'td3-hopper', 'qrdqn-lunar', 'tqc-hopper', 'crossq-pendulum', 'crossq-hopper')
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('case', choices=[*CASES, 'evaluate', 'defaults'])
-    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg', 'dqn', 'trpo', 'qrdqn', 'tqc'],
+    parser.add_argument('--algo', choices=['ppo', 'sac', 'td3', 'a2c', 'ddpg', 'dqn', 'trpo', 'qrdqn', 'tqc', 'crossq'],
                         help='evaluate: the algorithm (a2c: LunarLander-v3 only, ddpg: LunarLanderContinuous-v3 only, '
                              'qrdqn: CartPole-v1 or LunarLander-v3, tqc: a MuJoCo env); '
                              'defaults: any but ACER, which SB3 lacks')

@@ -16,7 +16,9 @@ and all), each with its own tuned settings, on an otherwise idle machine::
   update, at the same network sizes (SAC 256-256, TD3 400-300) and one gradient step per env step.
 - qrdqn-lunar: the same for QR-DQN on LunarLander-v3 with RL Zoo's settings (256-256, 170 quantiles, 256 gradient
   steps every 256 env steps) against SB3-contrib's QRDQN; tqc-hopper for TQC on Hopper-v5 (256-256, 2 critics of
-  25 quantiles, one gradient step per env step) against SB3-contrib's TQC.
+  25 quantiles, one gradient step per env step) against SB3-contrib's TQC; crossq-pendulum and crossq-hopper for
+  CrossQ with RL Zoo's settings (Pendulum: 256-256, actor every 2 gradient steps; Hopper: a 256-256 actor, 2048-2048
+  critics, actor every 3), one gradient step per env step, against SB3-contrib's CrossQ.
 
 Ratios are of the medians over the seeds: xagents / SB3 for seconds, SB3 / xagents for steps/s. With several
 ``--backends`` xagents runs once on each (``KERAS_BACKEND``) for every seed, beside the same SB3 run.
@@ -41,7 +43,8 @@ XAGENTS = {
                       '--precision', 'bf16'],
 }
 THROUGHPUT = {'sac-hopper': ('sac', 'Hopper-v5'), 'td3-hopper': ('td3', 'Hopper-v5'),
-              'qrdqn-lunar': ('qrdqn', 'LunarLander-v3'), 'tqc-hopper': ('tqc', 'Hopper-v5')}
+              'qrdqn-lunar': ('qrdqn', 'LunarLander-v3'), 'tqc-hopper': ('tqc', 'Hopper-v5'),
+              'crossq-pendulum': ('crossq', 'Pendulum-v1'), 'crossq-hopper': ('crossq', 'Hopper-v5')}
 
 
 def timed(command: list[str], backend: str | None = None) -> tuple[float, str]:

@@ -39,8 +39,8 @@ class CrossQ(SAC):
         *,
         lr: float = 1e-3,
         buffer_initial_size: int = 256,
-        update_every: int = 1,
-        gradient_steps: int = 1,
+        update_every: int = 50,
+        gradient_steps: int = 50,
         beta1: float = 0.5,
         policy_delay: int = 3,
         batch_norm_momentum: float = 0.01,
@@ -57,7 +57,8 @@ class CrossQ(SAC):
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts (one
                 batch; sb3-contrib starts at 100, sampling its first batches from fewer transitions than a batch).
             update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
-            gradient_steps: Gradient steps per update, all run in one compiled call.
+            gradient_steps: Gradient steps per update, all run in one compiled call (50 every 50 env steps: one per
+                env step, as SAC's here and sb3-contrib's one at a time).
             beta1: Adam's beta_1 (the paper's 0.5).
             policy_delay: Gradient steps per actor and alpha step.
             batch_norm_momentum: How far the running statistics move towards each training batch's.

@@ -197,8 +197,8 @@ def test_batch_renormalisation_layers_are_refused_where_nothing_trains_them():
 
 
 def test_crossq_learns_pendulum_with_small_networks():
-    """CrossQ's own schedule (one gradient step per env step), on 64-64 networks to keep the test short; random play
-    scores -1200 to -1500."""
+    """CrossQ's defaults (one gradient step per env step) with RL Zoo's Pendulum settings, on 64-64 networks to keep
+    the test short; random play scores -1200 to -1500."""
     agent = CrossQ.from_env('Pendulum-v1', seed=0, actor_model='ann-actor-64.cfg', critic_model='ann-critic-64.cfg',
                             reward_buffer_size=10, quiet=True)
     run = agent.fit(target_reward=-500, max_steps=10_000)
