@@ -63,6 +63,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     masks_actions = False  # acts and learns within action masks when the env offers them
     model_roles: tuple[str, ...] = ('model',)
     batch_renorm: dict | None = None  # the settings of cfg batch renormalisation layers, where the agent trains them
+    network_variant = ''  # '-simba': the packaged SimBa networks (see the simba parameter)
     sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
     def __init_subclass__(cls, **kwargs) -> None:
         """Every agent's constructor takes renamed parameters by their old names for a release, and checks
@@ -84,6 +85,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         workers: int | None = None,
         action_masks: bool = True,
         precision: str = 'float32',
+        simba: bool = False,
     ) -> None:
         """Check the env against the agent and set up the shared machinery.
 
@@ -106,10 +108,17 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             precision: ``float32``, or ``bf16``: the hidden layers of .cfg models compute in bfloat16 (Keras'
                 ``mixed_bfloat16``; about 1.5-2x faster convolutions on CPUs with AVX512-BF16 or AMX, and on GPUs),
                 while weights, optimizer state, outputs and losses stay float32.
+            simba: Build the packaged SimBa networks (Lee et al. 2024: a linear embedding, residual blocks of
+                layer norm, a 4x wider ReLU layer and a skip connection, a final layer norm; ``ann-<role>-simba.cfg``)
+                in place of the default and preset ones, with normalize_observations on unless given (every agent,
+                on vector and Dict observations).
         """
         if precision not in PRECISIONS:
             raise ValueError(f'precision takes {" or ".join(PRECISIONS)}, got {precision!r}')
         self.precision = precision
+        self.network_variant = '-simba' if simba else ''
+        if simba and normalize_observations is None and not is_image_space(envs.single_observation_space):
+            normalize_observations = True  # SimBa's running-statistics normalisation of the inputs
         self.setup_observations(envs.single_observation_space, normalize_observations)
         if not isinstance(envs.single_action_space, self.supported_action_spaces):
             supported = ', '.join(space.__name__ for space in self.supported_action_spaces)
@@ -254,10 +263,21 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         The default is ``models/{ann,cnn}-<role><variant>.cfg`` beside the agent's module, else beside its
         base class's (TD3 uses DDPG's actor; PPO and A2C the shared ``xagents/agent/models``). A bare
         file name that is no file here names a packaged cfg the same way (a preset's
-        ``"actor_model": "ann-actor-256.cfg"``).
+        ``"actor_model": "ann-actor-256.cfg"``). With ``simba`` the packaged SimBa network replaces both (a
+        network of the user's is refused: simba would drop it).
         """
-        if given is not None and not (isinstance(given, str) and os.path.basename(given) == given
-                                      and given.endswith('.cfg') and not os.path.exists(given)):
+        packaged = given is None or (isinstance(given, str) and os.path.basename(given) == given
+                                     and given.endswith('.cfg') and not os.path.exists(given))
+        if self.network_variant and isinstance(given, str) and os.path.isfile(given) and os.path.abspath(
+                given).startswith(str(importlib.resources.files('xagents'))) and given.endswith(
+                f'{self.network_variant}.cfg'):
+            return given  # resolved already (DQN's dueling cfg)
+        if self.network_variant:
+            if not packaged:
+                raise ValueError(f'{type(self).__name__}: simba builds the {role} network, and a {role} network of '
+                                 f'yours is given too ({given!r}): give one of them')
+            given, variant = None, self.network_variant + variant
+        elif not packaged:
             return given
         name = given or f'{"cnn" if is_image_space(observation_space) else "ann"}-{role}{variant}.cfg'
         for klass in type(self).__mro__:
@@ -266,6 +286,9 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                 path = importlib.resources.files(root).joinpath(*inner, 'models', name)
                 if path.is_file():
                     return str(path)
+        if self.network_variant:
+            raise ValueError(f'{type(self).__name__} has no SimBa {role} network for these observations (no packaged '
+                             f'{name}): leave simba off, or give a .cfg with [residual-N] sections')
         raise ValueError(f'{type(self).__name__} ships no {name}: pass a model (a .cfg file or a Keras model)')
 
     def build(self, role: str, given, outputs: Sequence[Output], features: bool = False,

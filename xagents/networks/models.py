@@ -1,7 +1,8 @@
 """Keras models from INI-style ``.cfg`` files, and a NumPy mirror for acting with small MLPs.
 
 A cfg lists layers in order, one section each: ``[dense-N]``, ``[convolutional-N]``,
-``[flatten-N]``, ``[batchrenorm-N]`` (CrossQ's batch renormalisation). Hidden layers with ``common=1`` form a trunk shared by every output; the other
+``[flatten-N]``, ``[batchrenorm-N]`` (CrossQ's batch renormalisation), ``[residual-N]`` and ``[layernorm-N]`` (SimBa's
+residual blocks and final normalisation). Hidden layers with ``common=1`` form a trunk shared by every output; the other
 hidden layers form a tower that is built once per output (separate actor and critic networks
 in one file); sections with ``output=1`` are the heads, matched in order to the outputs the agent
 asks for, with ``units`` filled in from the environment when left out.
@@ -34,6 +35,7 @@ from xagents.utils.memory import check_fits
 from xagents.envs.observations import DictObservations, Key, is_pixels
 from xagents.networks.batch_renorm import BatchRenorm
 from xagents.networks.recurrence import GATES, Recurrent, numpy_step, state_size
+from xagents.networks.residual import ResidualBlock
 
 LAYER_KEYS = {
     'dense': {'units', 'activation', 'initializer', 'gain', 'common', 'output', 'input'},
@@ -42,7 +44,10 @@ LAYER_KEYS = {
     'rescaling': {'scale', 'common', 'input'},
     'recurrent': {'units', 'common'},
     'batchrenorm': {'common'},
+    'residual': {'units', 'expansion', 'activation', 'norm', 'common'},
+    'layernorm': {'common'},
 }
+NORMS = ('layernorm', 'batchrenorm')  # what a residual block normalises with
 INITIALIZERS = {
     'orthogonal', 'glorot_uniform', 'glorot_normal', 'he_uniform', 'he_normal',
     'lecun_uniform', 'lecun_normal', 'zeros', 'random_normal', 'random_uniform',
@@ -176,10 +181,11 @@ def read_cfg(path: str) -> list[_Section]:
         raise CfgError(f'{path}: malformed cfg: {error.message.splitlines()[0]}') from None
     sections = []
     for name in parser.sections():
-        match = re.fullmatch(r'(dense|convolutional|flatten|rescaling|recurrent|batchrenorm)-\d+', name)
+        match = re.fullmatch(r'(dense|convolutional|flatten|rescaling|recurrent|batchrenorm|residual|layernorm)-\d+',
+                             name)
         if not match:
             raise CfgError(f'{path}: [{name}]: unknown section, expected dense-N, convolutional-N, flatten-N, '
-                           'rescaling-N, recurrent-N or batchrenorm-N')
+                           'rescaling-N, recurrent-N, batchrenorm-N, residual-N or layernorm-N')
         section = _Section(path, name, dict(parser[name]))
         unknown = set(section.items) - LAYER_KEYS[match.group(1)]
         if unknown:
@@ -188,6 +194,9 @@ def read_cfg(path: str) -> list[_Section]:
         activation = section.items.get('activation')
         if activation is not None and activation not in KERAS_ACTIVATIONS:
             raise section.error('activation', f'unknown activation {activation!r}')
+        norm = section.items.get('norm')
+        if norm is not None and norm not in NORMS:
+            raise section.error('norm', f'expected one of: {" ".join(NORMS)}, got {norm!r}')
         initializer = section.items.get('initializer')
         if initializer is not None and initializer not in INITIALIZERS:
             raise section.error('initializer', f'unknown initializer {initializer!r}')
@@ -220,6 +229,11 @@ def _make_layer(section: _Section, units: int | None = None, activation: str | N
     kind = section.name.split('-')[0]
     if kind == 'batchrenorm':
         return BatchRenorm(**(batch_renorm or {}), dtype=dtype)
+    if kind == 'layernorm':
+        return keras.layers.LayerNormalization(epsilon=1e-6, dtype=dtype)
+    if kind == 'residual':
+        return ResidualBlock(units, section.get('expansion', int, 4), section.items.get('activation', 'relu'),
+                             section.items.get('norm', 'layernorm'), batch_renorm, dtype=dtype)
     if kind == 'recurrent':
         return Recurrent(recurrent, section.get('units', int, required=True))
     if kind == 'flatten':
@@ -282,7 +296,8 @@ def build_model(
     if sections.index(heads[0]) < len(hidden):
         raise CfgError(f'{path}: [{heads[0].name}]: output sections must come after all hidden layers')
     memory = _memory_inputs(path, hidden, recurrent, len(outputs))
-    renorms = [section for section in hidden if section.name.startswith('batchrenorm')]
+    renorms = [section for section in hidden if section.name.startswith('batchrenorm')
+               or section.items.get('norm') == 'batchrenorm']
     if renorms and batch_renorm is None:
         raise renorms[0].error(None, 'batch renormalisation learns its statistics in agents that train their '
                                      'networks in training mode: CrossQ (this agent would use them untrained)')
@@ -327,7 +342,7 @@ def build_model(
             raise section.error('common', f'shared (common=1) layers must come before the per-output '
                                           f'layers, but it follows [{tower[0].name}]')
         (trunk if section.flag('common') else tower).append(section)
-        if section.name.startswith('dense') and 'units' not in section.items:
+        if section.name.startswith(('dense', 'residual')) and 'units' not in section.items:
             raise section.error('units', 'missing required key')
     graph = LayerGraph(trunk=[], branches=[], features=features, flatten_input=flatten_input,
                        input_scale=np.float32(1 / 255) if scaled else None,
@@ -347,6 +362,12 @@ def build_model(
         elif kind == 'recurrent':
             units = section.get('units', int, required=True)
             weights += GATES[recurrent] * (int(inputs.shape[-1]) + units + 2) * units
+        elif kind == 'residual':
+            if int(inputs.shape[-1]) != units:
+                raise section.error('units', f'a residual block adds its input to its output: it takes {units} '
+                                             f'features, got {int(inputs.shape[-1])} (put a [dense-N] of units={units} '
+                                             f'before it)')
+            weights += (2 * units + 1) * units * section.get('expansion', int, 4) + 3 * units
         # Weights, gradients and two Adam moments, in float32.
         check_fits(f'{path}: [{section.name}]: a model of {weights:,} weights', 16 * weights,
                    'use fewer units or filters')
@@ -511,7 +532,7 @@ def check_precision(model: keras.Model, precision: str, owner: str) -> None:
 def _check_fits(section: _Section, flat: bool) -> bool:
     """Refuse a dense layer on unflattened images; return whether the activations are flat."""
     kind = section.name.split('-')[0]
-    if kind in ('dense', 'recurrent', 'batchrenorm') and not flat:
+    if kind in ('dense', 'recurrent', 'batchrenorm', 'residual', 'layernorm') and not flat:
         raise section.error(None, f'{kind} layer on image activations: add a [flatten-N] section before it')
     return flat or kind == 'flatten'
 
@@ -535,21 +556,31 @@ class NumpyForward:
         if graph is None:
             return False
         layers = graph.trunk + [layer for branch in graph.branches for layer in branch]
+        def dense(layer) -> bool:
+            return (isinstance(layer, keras.layers.Dense) and layer.activation.__name__ in NUMPY_ACTIVATIONS
+                    and layer.compute_dtype == 'float32')
+
         return all(
-            isinstance(layer, (Recurrent, BatchRenorm)) or isinstance(layer, keras.layers.Dense)
-            and layer.activation.__name__ in NUMPY_ACTIVATIONS and layer.compute_dtype == 'float32'
+            isinstance(layer, (Recurrent, BatchRenorm)) or dense(layer)
+            or isinstance(layer, keras.layers.LayerNormalization) and layer.compute_dtype == 'float32'
+            or isinstance(layer, ResidualBlock) and dense(layer.expand) and dense(layer.project)
             for layer in layers
         )
 
     def refresh(self) -> None:
         """Copy the model's current weights."""
         def params(layer):
-            weights = tuple(weight.numpy() for weight in layer.weights)
-            if isinstance(layer, Recurrent):
-                return layer, weights
             if isinstance(layer, BatchRenorm):  # outside training, x * a + b per feature
                 a, b = layer.inference_affine()
                 return np.diag(a), b, NUMPY_ACTIVATIONS[None]
+            if isinstance(layer, keras.layers.LayerNormalization):
+                return layer_norm(layer.gamma.numpy(), layer.beta.numpy(), layer.epsilon)
+            if isinstance(layer, ResidualBlock):  # x + project(expand(norm(x)))
+                norm, expand, project = (params(part) for part in (layer.normalise, layer.expand, layer.project))
+                return lambda x: x + dense(dense(norm(x) if callable(norm) else dense(x, norm), expand), project)
+            weights = tuple(weight.numpy() for weight in layer.weights)
+            if isinstance(layer, Recurrent):
+                return layer, weights
             return weights + (NUMPY_ACTIVATIONS[layer.activation.__name__],)
 
         self.trunk = [params(layer) for layer in self.graph.trunk]
@@ -566,15 +597,16 @@ class NumpyForward:
 
         def layers(x: np.ndarray, params: list) -> np.ndarray:
             for entry in params:
-                if isinstance(entry[0], Recurrent):  # one step from the state (zeroed where episodes start)
+                if callable(entry):  # a layer norm or a residual block
+                    x = entry(x)
+                elif isinstance(entry[0], Recurrent):  # one step from the state (zeroed where episodes start)
                     layer, weights = entry
                     own = slice(layer.state_offset, layer.state_offset + layer.state_size)
                     new = numpy_step(layer.kind, weights, x, state[:, own] * (1 - starts[:, :1]))
                     next_state[:, own] = new
                     x = new[:, :layer.units]
                 else:
-                    kernel, bias, activation = entry
-                    x = activation(x @ kernel + bias)
+                    x = dense(x, entry)
             return x
 
         x = layers(x, self.trunk)
@@ -585,6 +617,20 @@ class NumpyForward:
             results.append(layers(y, branch[-1:]))
         results += head_inputs[:1] if self.graph.features else []
         return results + [next_state] if next_state is not None else results
+
+
+def dense(x: np.ndarray, params: tuple) -> np.ndarray:
+    """A dense layer in NumPy: ``activation(x @ kernel + bias)`` of ``params = (kernel, bias, activation)``."""
+    kernel, bias, activation = params
+    return activation(x @ kernel + bias)
+
+
+def layer_norm(gamma: np.ndarray, beta: np.ndarray, epsilon: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Keras' LayerNormalization over the last axis, in NumPy."""
+    def normalise(x: np.ndarray) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(x.var(-1, keepdims=True) + epsilon) * gamma + beta
+    return normalise
 
 
 class Forward:
