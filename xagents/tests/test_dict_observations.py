@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from xagents import A2C, ACER, DDPG, DQN, PPO, QRDQN, SAC, TD3, TRPO
+from xagents import A2C, ACER, DDPG, DQN, PPO, QRDQN, SAC, TD3, TRPO, CrossQ
 from xagents.replay.buffer_state import buffer_state, restore_buffer_state
 from xagents.replay.buffers import ReplayBuffer
 from xagents.envs.creation import EnvError, create_envs
@@ -62,8 +62,9 @@ SMALL = {
     SAC: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
     TD3: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
     DDPG: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
+    CrossQ: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
 }
-BOX_ONLY = (TD3, DDPG)
+BOX_ONLY = (TD3, DDPG, CrossQ)
 
 
 def vector(make) -> gym.vector.VectorEnv:
