@@ -62,7 +62,8 @@ SMALL = {
     SAC: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
     TD3: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
     DDPG: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
-    CrossQ: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4},
+    CrossQ: {'buffer_initial_size': 32, 'buffer_batch_size': 16, 'update_every': 4, 'actor_model': 'ann-actor-64.cfg',
+             'critic_model': 'ann-critic-64.cfg'},
 }
 BOX_ONLY = (TD3, DDPG, CrossQ)
 
