@@ -216,12 +216,12 @@ def zoo_model(algo: str, env_id: str, seed: int, learning_starts: int | None = N
 
         settings = {**ZOO_QRDQN[env_id], **({} if learning_starts is None else {'learning_starts': learning_starts})}
         return QRDQN('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), seed=seed, **settings)
-    learning_starts = 10_000 if learning_starts is None else learning_starts
-    if algo == 'crossq':  # one gradient step per env step, as sb3-contrib's defaults
+    if algo == 'crossq':  # one gradient step per env step, learning from step 100 unless given: sb3-contrib's defaults
         from sb3_contrib import CrossQ
 
-        return CrossQ('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), learning_starts=learning_starts,
-                      seed=seed, **ZOO_CROSSQ[env_id])
+        starts = {} if learning_starts is None else {'learning_starts': learning_starts}
+        return CrossQ('MlpPolicy', make_vec_env(env_id, n_envs=1, seed=seed), seed=seed, **starts, **ZOO_CROSSQ[env_id])
+    learning_starts = 10_000 if learning_starts is None else learning_starts
     if algo == 'tqc':  # SB3-contrib's defaults (256-256, 2 critics of 25 quantiles, 2 dropped each), as RL Zoo's MuJoCo
         from sb3_contrib import TQC
 
