@@ -572,12 +572,12 @@ class NumpyForward:
         def params(layer):
             if isinstance(layer, BatchRenorm):  # outside training, x * a + b per feature
                 a, b = layer.inference_affine()
-                return np.diag(a), b, NUMPY_ACTIVATIONS[None]
+                return lambda x: x * a + b
             if isinstance(layer, keras.layers.LayerNormalization):
                 return layer_norm(layer.gamma.numpy(), layer.beta.numpy(), layer.epsilon)
             if isinstance(layer, ResidualBlock):  # x + project(expand(norm(x)))
                 norm, expand, project = (params(part) for part in (layer.normalise, layer.expand, layer.project))
-                return lambda x: x + dense(dense(norm(x) if callable(norm) else dense(x, norm), expand), project)
+                return lambda x: x + dense(dense(norm(x), expand), project)
             weights = tuple(weight.numpy() for weight in layer.weights)
             if isinstance(layer, Recurrent):
                 return layer, weights
@@ -597,7 +597,7 @@ class NumpyForward:
 
         def layers(x: np.ndarray, params: list) -> np.ndarray:
             for entry in params:
-                if callable(entry):  # a layer norm or a residual block
+                if callable(entry):  # batch renormalisation, a layer norm or a residual block
                     x = entry(x)
                 elif isinstance(entry[0], Recurrent):  # one step from the state (zeroed where episodes start)
                     layer, weights = entry
