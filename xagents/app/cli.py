@@ -41,8 +41,8 @@ NO_SAVE_HELP = (f'keep nothing: no weights, history or saves (without --checkpoi
 
 
 def usage() -> str:
-    lines = [f'xagents {xagents.__version__}: deep reinforcement learning agents on TensorFlow 2', '',
-             'usage: xagents <command> [<agent>] [flags]', '', 'commands:']
+    lines = [f'xagents {xagents.__version__}: deep reinforcement learning agents on Keras 3 (TensorFlow, JAX or '
+             'PyTorch)', '', 'usage: xagents <command> [<agent>] [flags]', '', 'commands:']
     width = max(map(len, COMMANDS)) + 2
     lines += [f'  {name:<{width}}{text}' for name, text in COMMANDS.items()]
     lines += ['', f'agents: {" ".join(AGENTS)}', '',
