@@ -268,10 +268,6 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         """
         packaged = given is None or (isinstance(given, str) and os.path.basename(given) == given
                                      and given.endswith('.cfg') and not os.path.exists(given))
-        if self.network_variant and isinstance(given, str) and os.path.isfile(given) and os.path.abspath(
-                given).startswith(str(importlib.resources.files('xagents'))) and given.endswith(
-                f'{self.network_variant}.cfg'):
-            return given  # resolved already (DQN's dueling cfg)
         if self.network_variant:
             if not packaged:
                 raise ValueError(f'{type(self).__name__}: simba builds the {role} network, and a {role} network of '
@@ -292,13 +288,14 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         raise ValueError(f'{type(self).__name__} ships no {name}: pass a model (a .cfg file or a Keras model)')
 
     def build(self, role: str, given, outputs: Sequence[Output], features: bool = False,
-              recurrent: str | None = None) -> keras.Model:
+              recurrent: str | None = None, packaged: str | None = None) -> keras.Model:
         """Build (or accept, as a Keras model: see :mod:`xagents.networks.own`) the model for ``role`` with the
         outputs the agent needs (and, with ``features``,
         the activations its first output's layer takes, last; with ``recurrent``, its memory: the packaged
-        default is then ``{ann,cnn}-<role>-recurrent.cfg``)."""
+        default is then ``{ann,cnn}-<role>-recurrent.cfg``). ``packaged`` names the packaged default's role where
+        it is not ``role`` (DQN's dueling network)."""
         observation_space = self.envs.single_observation_space
-        model = self.model_file(role, observation_space, given, '-recurrent' if recurrent else '')
+        model = self.model_file(packaged or role, observation_space, given, '-recurrent' if recurrent else '')
         if not isinstance(model, str):
             if recurrent:
                 raise ValueError(f"{type(self).__name__}'s {role}: recurrent={recurrent!r} builds its memory from a "

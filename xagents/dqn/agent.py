@@ -84,9 +84,7 @@ class DQN(OffPolicy):
         self.epsilon_decay_steps = epsilon_decay_steps
         self.epsilon_scale = 1.0  # a distributed worker's explores less (see become_worker)
         self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
-        if dueling:
-            model = self.model_file('dueling', envs.single_observation_space, model)
-        self.model = self.build('model', model, self.q_outputs())
+        self.model = self.build('model', model, self.q_outputs(), packaged='dueling' if dueling else None)
         self.target_model = self.build_target('target_model', self.model)
         self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
         self.forward = self.acting(self.model)
