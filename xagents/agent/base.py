@@ -516,7 +516,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         if isinstance(space, gym.spaces.Discrete):
             return ops.cast(actions, 'int64') + int(space.start)
         if isinstance(space, gym.spaces.MultiDiscrete):
-            return ops.reshape(ops.cast(actions, 'int64') + space.start.ravel().astype(np.int64), (-1, *space.shape))
+            start = ops.convert_to_tensor(space.start.ravel().astype(np.int64))  # (a tensor: see normalized_graph)
+            return ops.reshape(ops.cast(actions, 'int64') + start, (-1, *space.shape))
         if isinstance(space, gym.spaces.MultiBinary):
             return ops.reshape(ops.cast(actions, 'int64'), (-1, *space.shape))
         return actions
@@ -533,15 +534,17 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             action_mask: The export takes a second input, action_mask: (batch, n) booleans of the allowed
                 actions (Discrete actions of PPO, A2C, TRPO, DQN and SAC; MultiDiscrete of PPO, A2C, TRPO).
 
-        On a backend other than TensorFlow, a TensorFlow process loads a save of the agent and exports it (the
-        agent must be one :meth:`load` can rebuild: made from an env id).
+        On PyTorch, ONNX is written in this process by PyTorch's exporter. Otherwise, on a backend other than
+        TensorFlow, a TensorFlow process loads a save of the agent and exports it (the agent must be one :meth:`load`
+        can rebuild: made from an env id, with networks from .cfg files).
 
         Returns:
             ``path``.
         """
-        if backend.NAME != 'tensorflow':
+        from xagents.storage.export import export_policy, format_of
+
+        if backend.NAME != 'tensorflow' and not (backend.NAME == 'torch' and format_of(path, format) == 'onnx'):
             return persistence.export_through_tensorflow(self, path, format, action_mask)
-        from xagents.storage.export import export_policy
 
         size = mask_size(self.envs.single_action_space) if action_mask else None
         if action_mask:
@@ -549,7 +552,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         memory = self.new_memory(1)
         with computing_in_float32(list(self.models.values())):  # a bf16 agent exports a float32 policy
             return export_policy(self.policy_graph, self.envs.single_observation_space, path, format, size,
-                                 None if memory is None else memory.state.shape[1])
+                                 None if memory is None else memory.state.shape[1], list(self.models.values()))
 
     def env_actions(self, actions: np.ndarray) -> np.ndarray:
         """The agent's actions as the env takes them; the one place they are converted.

@@ -93,9 +93,12 @@ class Observing:
         if mask is not None:  # scatter the statistics over the packed vector; other entries pass through
             full_mean, full_std = np.zeros(mask.shape, np.float32), np.ones(mask.shape, np.float32)
             full_mean[mask], full_std[mask] = mean, std
-            scaled = ops.clip((observations - full_mean) / full_std, -self.observation_clip, self.observation_clip)
-            return ops.where(mask, scaled, observations)
-        return ops.clip((observations - mean) / std, -self.observation_clip, self.observation_clip)
+            mean, std = full_mean, full_std
+        # Constants as tensors: with a NumPy array beside it, a PyTorch tensor is computed on in NumPy, and an
+        # export would lose its input.
+        scaled = ops.clip((observations - ops.convert_to_tensor(mean)) / ops.convert_to_tensor(std),
+                          -self.observation_clip, self.observation_clip)
+        return scaled if mask is None else ops.where(ops.convert_to_tensor(mask), scaled, observations)
 
     def encoded_graph(self, observations: Tensor | Mapping[str, Tensor]) -> Tensor:
         """:meth:`encoded` in graph ops (``keras.ops``, any backend), for exports: a dict of tensors (one per key)

@@ -274,7 +274,9 @@ class OffPolicy(BaseAgent):
         if self.discrete:
             return super().env_actions_graph(actions)
         low, high = self.action_low.astype(np.float32), self.action_high.astype(np.float32)
-        scaled = low + (ops.clip(actions, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        # Constants as tensors: a NumPy array on the left would pull a PyTorch tensor into NumPy.
+        scaled = ops.convert_to_tensor(low) + (ops.clip(actions, -1.0, 1.0) + 1.0) * ops.convert_to_tensor(
+            0.5 * (high - low))
         return ops.reshape(scaled, (-1, *self.envs.single_action_space.shape))
 
     def explore(self, observations: np.ndarray) -> np.ndarray:

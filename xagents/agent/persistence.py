@@ -234,13 +234,14 @@ def export_through_tensorflow(agent: BaseAgent, path: str, format: str | None, a
     if unsaved:
         raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent '
                          f'again from a save, and a save cannot hold your {", ".join(unsaved)} (a network of yours, '
-                         'not JSON): export works for networks built from .cfg files, and for Keras models on the '
-                         'TensorFlow backend')
+                         'not JSON): export works for networks built from .cfg files, for Keras models on the '
+                         'TensorFlow backend, and to ONNX on PyTorch')
     if vector_settings(agent.envs) is None:
         raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent '
                          "again from its env id, and this agent's envs were not made from one: make it from an id "
                          f'({type(agent).__name__}.from_env), or save it and export it on TensorFlow '
-                         f'(KERAS_BACKEND=tensorflow: {type(agent).__name__}.load(path, env=...).export(...))')
+                         f'(KERAS_BACKEND=tensorflow: {type(agent).__name__}.load(path, env=...).export(...))'
+                         + (', or export to ONNX, which PyTorch writes here' if backend.NAME == 'torch' else ''))
     cls = type(agent)
     with tempfile.TemporaryDirectory(prefix='xagents-export-') as folder:
         save(agent, folder)

@@ -1,7 +1,8 @@
 """Export a deterministic policy to a SavedModel, a TFLite flatbuffer or an ONNX file, and load it back.
 
-A policy is a function from a batch of raw observations to a batch of env-ready actions; it may close
-over tf.Variables and Keras models. Every export takes observations of the env's dtype with a dynamic
+A policy is a function from a batch of raw observations to a batch of env-ready actions, in ``keras.ops``; it may
+close over variables and Keras models. TensorFlow writes every format (:mod:`xagents.storage.export_tensorflow`); on
+PyTorch, PyTorch's own exporter writes ONNX in the process (:mod:`xagents.storage.export_torch`). Every export takes observations of the env's dtype with a dynamic
 batch dimension (named ``observations``) and gives actions (named ``actions``): int64 for integer
 actions, float32 for real ones. A policy of Dict observations takes one input per key, named by the key,
 in the key's dtype (Discrete keys as int64 indices) and shape. An export asked for masks (``mask_size``) also
@@ -17,17 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import logging
 import os
 import shutil
 import tempfile
 from types import ModuleType
-from typing import Callable
+from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
 from xagents.utils.extras import install_command
-from xagents.utils.quiet_tensorflow import tf
 
 from xagents.storage.atomic import atomic_write
 from xagents.envs.masks import as_mask
@@ -42,7 +41,7 @@ NEXT_STATE_NAME = 'next_state'  # and its second output (ONNX names are unique a
 SIGNATURE_KEY = 'serving_default'
 
 
-def _require(module: str, purpose: str) -> ModuleType:
+def require(module: str, purpose: str) -> ModuleType:
     """Import ``module`` or raise a one-line ImportError that names the extra to install."""
     try:
         return importlib.import_module(module)
@@ -70,122 +69,34 @@ def _check_destination(path: str) -> None:
         raise ValueError(f'{path} already exists: remove it or choose another path to export to')
 
 
-def _input_specs(observation_space: gym.spaces.Space) -> dict[str, tf.TensorSpec]:
+Spec = tuple[tuple[int | None, ...], str]  # an export input's shape (None: the dynamic batch) and dtype name
+
+
+def _input_specs(observation_space: gym.spaces.Space) -> dict[str, Spec]:
     """The exported inputs by name: the space's dtype and shape behind a dynamic batch dimension, one
     ``observations`` input for a Box, one input per key for a Dict."""
     if isinstance(observation_space, gym.spaces.Dict):
         return {key: _input_specs(space)[INPUT_NAME] for key, space in observation_space.spaces.items()}
     if isinstance(observation_space, gym.spaces.Discrete):
-        return {INPUT_NAME: tf.TensorSpec([None], tf.int64)}
+        return {INPUT_NAME: ((None,), 'int64')}
     if not isinstance(observation_space, (gym.spaces.Box, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)):
         raise TypeError(f'only Box and Dict observation spaces can be exported, not {type(observation_space).__name__}')
-    return {INPUT_NAME: tf.TensorSpec([None, *observation_space.shape], tf.as_dtype(observation_space.dtype))}
+    return {INPUT_NAME: ((None, *observation_space.shape), np.dtype(observation_space.dtype).name)}
 
 
-def _action_dtype(actions: tf.Tensor) -> tf.Tensor:
-    """Give integer actions as int64 and real ones as float32, whatever the policy computed them in."""
-    if actions.dtype.is_integer:
-        return tf.cast(actions, tf.int64)
-    if actions.dtype.is_floating:
-        return tf.cast(actions, tf.float32)
-    raise ValueError(f'a policy must return integer or floating actions, not {actions.dtype.name}')
+def call_policy(policy: Callable, names: list[str], inputs: Sequence) -> tuple:
+    """Call ``policy`` on an export's inputs in the order of ``names``: the observations (a dict of them for several
+    keys), the action masks after them, ``memory=(episode_start, state)`` for a recurrent policy. Return its actions
+    and its next state (None without memory)."""
+    observations = dict(zip(names, inputs))
+    masks = observations.pop(MASK_NAME, None)
+    memory = (observations.pop(STARTS_NAME), observations.pop(STATE_NAME)) if STATE_NAME in names else None
+    observations = observations[INPUT_NAME] if list(observations) == [INPUT_NAME] else observations
+    result = policy(observations, *([] if masks is None else [masks]), **({} if memory is None else {'memory': memory}))
+    return (result[0], result[1]) if memory else (result, None)
 
 
-def _policy_module(policy: Callable[..., tf.Tensor], specs: dict[str, tf.TensorSpec]) -> tf.Module:
-    """Trace ``policy`` once on ``specs`` (its inputs by name, in order: the observations, one per key of a
-    Dict, then the action masks if asked) into a module that also owns the variables it reads; a policy of
-    several observation inputs takes them as a dict, and the masks after them.
-
-    SavedModel and TFLite refuse functions that read variables no saved object tracks.
-    """
-    names = list(specs)
-    signature = [tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in specs.items()]
-
-    def act(*inputs: tf.Tensor) -> tf.Tensor | tuple[tf.Tensor, tf.Tensor]:
-        observations = dict(zip(names, inputs))
-        masks = observations.pop(MASK_NAME, None)
-        memory = (observations.pop(STARTS_NAME), observations.pop(STATE_NAME)) if STATE_NAME in names else None
-        observations = observations[INPUT_NAME] if list(observations) == [INPUT_NAME] else observations
-        result = policy(observations, *([] if masks is None else [masks]), **({} if memory is None else
-                                                                              {'memory': memory}))
-        actions = tf.identity(_action_dtype(tf.convert_to_tensor(result[0] if memory else result)), name=OUTPUT_NAME)
-        return (actions, tf.identity(result[1], name=NEXT_STATE_NAME)) if memory else actions
-
-    module = tf.Module()
-    module.act = tf.function(act, input_signature=signature)
-    module.policy_variables = list(module.act.get_concrete_function().variables)
-    def serve(*inputs: tf.Tensor) -> dict[str, tf.Tensor]:
-        # A SavedModel signature runs whatever shapes it is given: a state of another size would fail deep in the
-        # graph; EnsureShape names the input and the shape it takes instead.
-        inputs = [tf.ensure_shape(value, spec.shape, name=spec.name) for value, spec in zip(inputs, signature)]
-        return dict(zip((OUTPUT_NAME, NEXT_STATE_NAME), tf.nest.flatten(module.act(*inputs))))
-
-    module.serve = tf.function(serve, input_signature=signature)
-    return module
-
-
-def _save_model(module: tf.Module, directory: str) -> None:
-    """Write a SavedModel whose ``serving_default`` signature maps observations to actions."""
-    tf.saved_model.save(module, directory, signatures={SIGNATURE_KEY: module.serve.get_concrete_function()})
-
-
-def _tflite_bytes(module: tf.Module) -> bytes:
-    """Convert with TFLite's builtin ops only, so the plain LiteRT interpreter runs the result."""
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.act.get_concrete_function()], module)
-    return converter.convert()
-
-
-def _frozen(concrete: tf.types.experimental.ConcreteFunction) -> tf.types.experimental.ConcreteFunction:
-    """Inline captured variables and tensors as constants, leaving the observations the only input.
-
-    tf2onnx's from_function would otherwise make each captured tensor (a tf.constant the policy closes
-    over) a required ONNX input.
-    """
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    return convert_variables_to_constants_v2(concrete)
-
-
-def _onnx_bytes(concrete: tf.types.experimental.ConcreteFunction) -> bytes:
-    """Convert the frozen graph with tf2onnx, naming its inputs ``observations`` (and ``action_mask``) and its
-    output ``actions``."""
-    tf2onnx = _require('tf2onnx', 'exporting to onnx')
-    with _quiet_tensorflow():  # tf2onnx's TF1 helpers announce their deprecation on every call
-        return _converted(tf2onnx, _frozen(concrete))
-
-
-@contextlib.contextmanager
-def _quiet_tensorflow():
-    """Silence TensorFlow's warnings and tf2onnx's progress notes for a while."""
-    loggers = [tf.get_logger(), logging.getLogger('tf2onnx')]
-    levels = [each.level for each in loggers]
-    for each in loggers:
-        each.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for each, level in zip(loggers, levels):
-            each.setLevel(level)
-
-
-def _converted(tf2onnx: ModuleType, frozen: tf.types.experimental.ConcreteFunction) -> bytes:
-    """The ONNX bytes of a frozen graph."""
-    sources, targets = [tensor.name for tensor in frozen.inputs], [tensor.name for tensor in frozen.outputs]
-    names = [tensor.name.split(':')[0] for tensor in frozen.inputs]  # the signature's names
-    model, _ = tf2onnx.convert.from_graph_def(
-        frozen.graph.as_graph_def(),
-        name='policy',
-        input_names=sources,
-        output_names=targets,
-        opset=ONNX_OPSET,
-        tensors_to_rename={**dict(zip(sources, names)), **dict(zip(targets, (OUTPUT_NAME, NEXT_STATE_NAME)))},
-    )
-    for value in [*model.graph.input, *model.graph.output]:
-        value.type.tensor_type.shape.dim[0].dim_param = 'batch'  # tf2onnx leaves it as unk__N
-    return model.SerializeToString()
-
-
-def _write_file(path: str, content: bytes) -> None:
+def write_file(path: str, content: bytes) -> None:
     """Write ``content`` to a temporary sibling, fsync it and rename it to ``path``."""
     with atomic_write(path) as file:
         file.write(content)
@@ -204,7 +115,7 @@ def _fsync_tree(directory: str) -> None:
             os.close(descriptor)
 
 
-def _write_directory(path: str, write: Callable[[str], None]) -> None:
+def write_directory(path: str, write: Callable[[str], None]) -> None:
     """Let ``write`` fill a temporary sibling directory, then rename it to ``path``."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
@@ -221,18 +132,19 @@ def _write_directory(path: str, write: Callable[[str], None]) -> None:
 
 
 def export_policy(
-    policy: Callable[..., tf.Tensor], observation_space: gym.spaces.Box, path: str, format: str | None = None,
-    mask_size: int | None = None, state_size: int | None = None,
+    policy: Callable, observation_space: gym.spaces.Space, path: str, format: str | None = None,
+    mask_size: int | None = None, state_size: int | None = None, modules: Sequence = (),
 ) -> str:
-    """Write ``policy`` as a standalone export at ``path`` in ``format`` (default: from the path, see
-    :func:`format_of`); return the path written. With ``mask_size``, the export takes a second input,
-    ``action_mask`` ``(batch, mask_size)`` booleans, given to ``policy`` after the observations. With
+    """Write ``policy`` (``keras.ops`` on the running backend) as a standalone export at ``path`` in ``format``
+    (default: from the path, see :func:`format_of`); return the path written. With ``mask_size``, the export takes a
+    second input, ``action_mask`` ``(batch, mask_size)`` booleans, given to ``policy`` after the observations. With
     ``state_size``, ``policy`` is recurrent: it takes ``memory=(episode_start, state)`` and returns
-    ``(actions, state)``.
+    ``(actions, state)``. TensorFlow writes every format; on PyTorch, ONNX is written in this process by PyTorch's
+    exporter, which takes the weights of ``modules`` (the Keras models ``policy`` reads) as the export's own.
 
     Raises:
         ValueError: ``format`` is not one of FORMATS, or ``path`` exists.
-        TypeError: ``observation_space`` is not a Box.
+        TypeError: ``observation_space`` is not a Box, Discrete, MultiBinary, MultiDiscrete or Dict of them.
         ImportError: the converter that ``format`` needs is not installed.
     """
     format = format_of(path, format)
@@ -243,23 +155,24 @@ def export_policy(
         if MASK_NAME in specs:
             raise ValueError(f'an export with action masks names its mask input {MASK_NAME!r}, which is a key of '
                              'these observations')
-        specs[MASK_NAME] = tf.TensorSpec([None, mask_size], tf.bool)
+        specs[MASK_NAME] = ((None, mask_size), 'bool')
     if state_size is not None:
         taken = {STARTS_NAME, STATE_NAME} & set(specs)
         if taken:
             raise ValueError(f'a recurrent export names its inputs {STARTS_NAME!r} and {STATE_NAME!r}, and '
                              f'{sorted(taken)[0]!r} is a key of these observations')
-        specs[STARTS_NAME] = tf.TensorSpec([None], tf.bool)
-        specs[STATE_NAME] = tf.TensorSpec([None, state_size], tf.float32)
-    if format == 'onnx':
-        _require('tf2onnx', 'exporting to onnx')
-    module = _policy_module(policy, specs)
-    if format == 'saved_model':
-        _write_directory(path, lambda directory: _save_model(module, directory))
-    elif format == 'tflite':
-        _write_file(path, _tflite_bytes(module))
+        specs[STARTS_NAME] = ((None,), 'bool')
+        specs[STATE_NAME] = ((None, state_size), 'float32')
+    from xagents import backend
+
+    if format == 'onnx' and backend.NAME == 'torch':
+        from xagents.storage.export_torch import onnx_bytes
+
+        write_file(path, onnx_bytes(policy, specs, modules))
     else:
-        _write_file(path, _onnx_bytes(module.act.get_concrete_function()))
+        from xagents.storage.export_tensorflow import write
+
+        write(policy, specs, path, format)
     return path
 
 
@@ -268,6 +181,8 @@ Shapes = dict[str, tuple[int | None, ...]]  # an export's inputs by name: their 
 
 def _load_saved_model(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
     """Run the SavedModel's ``serving_default`` signature with TensorFlow."""
+    from xagents.utils.quiet_tensorflow import tf
+
     loaded = tf.saved_model.load(path)
     signature = loaded.signatures[SIGNATURE_KEY]
 
@@ -281,7 +196,7 @@ def _load_saved_model(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
 
 def _load_tflite(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
     """Run the flatbuffer's signature with the LiteRT interpreter (which resizes its inputs to each batch)."""
-    litert = _require('ai_edge_litert.interpreter', 'running a tflite export')
+    litert = require('ai_edge_litert.interpreter', 'running a tflite export')
     interpreter = litert.Interpreter(model_path=path)
     interpreter.allocate_tensors()
     runner = interpreter.get_signature_runner()
@@ -296,7 +211,7 @@ def _load_tflite(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
 
 def _load_onnx(path: str) -> tuple[Callable[[dict], tuple], Shapes]:
     """Run the ONNX file with onnxruntime on the CPU."""
-    onnxruntime = _require('onnxruntime', 'running an onnx export')
+    onnxruntime = require('onnxruntime', 'running an onnx export')
     session = onnxruntime.InferenceSession(path, providers=['CPUExecutionProvider'])
     outputs = [value.name for value in session.get_outputs()]
 

@@ -158,19 +158,88 @@ def test_every_backend_computes_the_same_update_from_the_same_weights():
 
 @pytest.mark.skipif(keras.backend.backend() == 'tensorflow', reason='TensorFlow exports in its own process')
 def test_an_agent_on_another_backend_exports_through_tensorflow_what_it_predicts(tmp_path):
+    """JAX's exports, and PyTorch's SavedModel and TFLite, come from a TensorFlow process that loads a save."""
     from xagents import PPO
+    from xagents.storage.export import load_exported
 
     agent = PPO.from_env('CartPole-v1', seed=0, quiet=True)
     agent.fit(max_steps=2048)
     observations = RNG.normal(size=(32, 4)).astype(np.float32)
-    path = agent.export(str(tmp_path / 'policy.onnx'))
+    format = 'onnx' if keras.backend.backend() == 'jax' else 'saved_model'
+    path = agent.export(str(tmp_path / 'policy'), format)
     with pytest.raises(ValueError, match='already exists'):  # the TensorFlow process's refusal, as it gave it
-        agent.export(path)
-    import onnxruntime
+        agent.export(path, format)
+    np.testing.assert_array_equal(load_exported(path, format)(observations), agent.predict(observations)[0])
 
-    session = onnxruntime.InferenceSession(path)
-    exported = session.run(None, {session.get_inputs()[0].name: observations})[0]
-    np.testing.assert_array_equal(exported, agent.predict(observations)[0])
+
+def torch_export_cases():
+    """Agents whose ONNX export covers each part of a policy's graph: the normaliser, Box scaling, dueling heads,
+    masks on Discrete observations, MultiDiscrete actions, Dict keys, a memory."""
+    import gymnasium as gym
+
+    from xagents import DQN, PPO, SAC
+    from xagents.envs import toy_envs  # noqa: F401 (MatchTargets-v0)
+
+    def dict_env():
+        inner = gym.make('CartPole-v1')
+        return gym.wrappers.TransformObservation(
+            inner, lambda observation: {'position': observation[:2], 'level': np.int64(observation[0] > 0)},
+            gym.spaces.Dict({'position': gym.spaces.Box(-5, 5, (2,), np.float32), 'level': gym.spaces.Discrete(2)}))
+
+    return {
+        'normalised': lambda: PPO.from_env('CartPole-v1', seed=0, quiet=True, normalize_observations=True),
+        'box': lambda: SAC.from_env('Pendulum-v1', seed=0, quiet=True, buffer_initial_size=128,
+                                    buffer_batch_size=64, normalize_observations=True),
+        'dueling': lambda: DQN.from_env('CartPole-v1', seed=0, quiet=True, dueling=True, buffer_initial_size=128),
+        'masked': lambda: PPO.from_env('Taxi-v4', seed=0, quiet=True, n_envs=2),
+        'multi-discrete': lambda: PPO.from_env('MatchTargets-v0', seed=0, quiet=True, n_envs=2,
+                                               env_kwargs={'action_type': 'multi_discrete'}),
+        'dict': lambda: PPO(dict_env(), seed=0, quiet=True, n_steps=64),
+        'recurrent': lambda: PPO.from_env('CartPoleNoVel-v1', seed=0, quiet=True, n_envs=2, n_steps=16,
+                                          recurrent='lstm', normalize_observations=True),
+    }
+
+
+def sampled(space, rng: np.random.Generator, batch: int):
+    """``batch`` observations of ``space`` (a dict of them for a Dict) from ``rng``."""
+    space.seed(int(rng.integers(1 << 30)))
+    samples = [space.sample() for _ in range(batch)]
+    if isinstance(samples[0], dict):
+        return {key: np.stack([sample[key] for sample in samples]) for key in samples[0]}
+    return np.stack(samples)
+
+
+@pytest.mark.skipif(keras.backend.backend() != 'torch', reason="PyTorch's own ONNX exporter")
+@pytest.mark.parametrize('case', ['normalised', 'box', 'dueling', 'masked', 'multi-discrete', 'dict', 'recurrent'])
+def test_on_pytorch_onnx_is_written_in_the_process_and_acts_as_predict(case, tmp_path):
+    from xagents.storage.export import load_exported
+
+    agent = torch_export_cases()[case]()
+    agent.fit(max_steps=256)
+    masked = case == 'masked'
+    path = agent.export(str(tmp_path / 'policy.onnx'), action_mask=masked)
+    exported, rng = load_exported(path), np.random.default_rng(1)
+    space = agent.envs.single_observation_space
+    state = exported_state = None
+    for step in range(3):
+        observations = sampled(space, rng, 9)
+        if case == 'normalised':
+            observations = observations * 0.05  # CartPole's space is wide: within reach of its observations
+        if masked:
+            masks = rng.random((9, 6)) < 0.5
+            masks[np.arange(9), rng.integers(0, 6, 9)] = True
+            expected = agent.predict(observations, action_mask=masks)[0]
+            got = exported(observations, masks)
+            assert (masks[np.arange(9), got]).all()
+        elif case == 'recurrent':
+            starts = np.array([step == 0] * 5 + [step == 1] * 4)
+            expected, state = agent.predict(observations, state=state, episode_start=starts)
+            got, exported_state = exported(observations, state=exported_state, episode_start=starts)
+            np.testing.assert_allclose(exported_state, state, atol=1e-5)
+        else:
+            expected, got = agent.predict(observations)[0], exported(observations)
+        assert got.shape == expected.shape and got.dtype == (np.float32 if case == 'box' else np.int64)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 def test_an_agent_on_a_users_env_exports_on_tensorflow_and_says_how_elsewhere(tmp_path):
@@ -239,6 +308,11 @@ agent.save('resumed')
 again = PPO.load('resumed')
 observations = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
 assert (again.predict(observations)[0] == agent.predict(observations)[0]).all() and again.steps == 1536
+import keras
+if keras.backend.backend() == 'torch':  # ONNX from PyTorch's own exporter
+    from xagents.storage.export import load_exported
+    assert (load_exported(agent.export('policy.onnx'))(observations) == agent.predict(observations)[0]).all()
+    print('exported to onnx')
 sac = SAC.from_env('Pendulum-v1', seed=0, quiet=True)  # (a target network: Keras clones the critic)
 sac.fit(max_steps=300)
 print('evaluated', sac.evaluate(1).returns.size, 'tensorflow' in sys.modules)
@@ -255,6 +329,7 @@ def test_jax_and_pytorch_train_save_load_resume_and_play_where_tensorflow_cannot
                            cwd=tmp_path, env={**os.environ, 'KERAS_BACKEND': name, 'PYTHONPATH': str(blocked.parent)})
     assert child.returncode == 0, child.stderr[-3000:]
     assert 'evaluated 1 False' in child.stdout and 'Episode reward' in child.stdout, child.stdout[-2000:]
+    assert ('exported to onnx' in child.stdout) == (name == 'torch')
 
 
 NO_TENSORFLOW_INSTALLED = """

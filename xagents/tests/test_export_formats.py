@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xagents.storage import export
+from xagents.storage import export_tensorflow
 from xagents.storage.export import FORMATS, export_policy, load_exported
 
 RUNTIMES = {'saved_model': (), 'tflite': ('ai_edge_litert',), 'onnx': ('tf2onnx', 'onnxruntime')}
@@ -193,7 +193,7 @@ def test_failed_saved_model_write_leaves_nothing(monkeypatch, tmp_path):
         open(os.path.join(directory, 'saved_model.pb'), 'wb').close()
         raise OSError('disk full')
 
-    monkeypatch.setattr(export.tf.saved_model, 'save', half_write)
+    monkeypatch.setattr(export_tensorflow.tf.saved_model, 'save', half_write)
     case = cartpole_case()
     with pytest.raises(OSError, match='disk full'):
         export_policy(case.policy, case.space, str(tmp_path / 'policy'), 'saved_model')

@@ -132,7 +132,7 @@ def test_a_torch_module_trains_in_place_and_its_target_copy_follows_it_by_polyak
 
 
 @ON_TORCH
-def test_a_torch_module_saves_loads_with_it_resumes_evaluates_and_refuses_export_in_one_line(tmp_path):
+def test_a_torch_module_saves_loads_with_it_resumes_evaluates_exports_to_onnx_and_refuses_savedmodel(tmp_path):
     torch, nn, ActorCritic, TwinQ = torch_modules()
     agent = PPO.from_env('CartPole-v1', model=ActorCritic(), seed=0, quiet=True, n_steps=64)
     agent.fit(max_steps=512)
@@ -148,10 +148,14 @@ def test_a_torch_module_saves_loads_with_it_resumes_evaluates_and_refuses_export
     loaded.fit(max_steps=loaded.steps + 128)
     assert loaded.steps >= 640
     assert len(loaded.evaluate(episodes=2).returns) == 2
+    from xagents.storage.export import load_exported
+
+    exported = load_exported(agent.export(str(tmp_path / 'policy.onnx')))  # PyTorch's exporter, in this process
+    np.testing.assert_array_equal(exported(OBSERVATIONS), agent.predict(OBSERVATIONS, deterministic=True)[0])
     with pytest.raises(ValueError, match=r'^on the torch backend, export runs in a TensorFlow process .* cannot '
                                          r'hold your model \(a network of yours, not JSON\)'):
-        agent.export(str(tmp_path / 'policy.onnx'))
-    assert not (tmp_path / 'policy.onnx').exists()
+        agent.export(str(tmp_path / 'policy'))  # a SavedModel
+    assert not (tmp_path / 'policy').exists()
 
 
 @ON_TORCH
