@@ -480,7 +480,8 @@ def run_check_env(argv: list[str]) -> None:
     from xagents.app.flags import key_value
 
     parser = ArgumentParser(prog='xagents check-env', description=COMMANDS['check-env'] + '.', allow_abbrev=False)
-    parser.add_argument('env', metavar='ENV_ID', help=ENV_HELP + ', or module:EnvName-v0 for your own')
+    parser.add_argument('env', nargs='?', metavar='ENV_ID', help=ENV_HELP + ', or module:EnvName-v0 for your own')
+    parser.add_argument('--env', dest='env_option', metavar='ENV_ID', help='the same, named as train names it')
     parser.add_argument('--env-kwargs', nargs='+', metavar='KEY=VALUE', type=key_value, default=[],
                         help='keyword arguments of gymnasium.make, e.g. continuous=true')
     parser.add_argument('--observation-keys', nargs='+', metavar='KEY',
@@ -491,12 +492,15 @@ def run_check_env(argv: list[str]) -> None:
         parser.print_help()
         return
     args = parser.parse_args(argv)
+    if (args.env is None) == (args.env_option is None):
+        fail('xagents check-env: error: expected one env id, as ENV_ID or --env ENV_ID, got '
+             + (f'{args.env} and {args.env_option}' if args.env else 'none'))
     if args.steps < 0:
         fail(f'xagents check-env: error: expected --steps >= 0, got {args.steps}')
     from xagents.envs.check_env import check_env
 
     try:
-        result = check_env(args.env, dict(args.env_kwargs), args.observation_keys, steps=args.steps, seed=args.seed)
+        result = check_env(args.env or args.env_option, dict(args.env_kwargs), args.observation_keys, steps=args.steps, seed=args.seed)
     except ValueError as error:
         fail(f'xagents check-env: error: {error}')
     print(result.report())

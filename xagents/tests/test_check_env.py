@@ -149,8 +149,9 @@ def test_masking_agents_are_those_that_mask():
     assert masking == set(MASKING_AGENTS)
 
 
-def test_cli_reports_and_exits_0(xagents_cli):
-    status, out, err = xagents_cli('check-env', 'Taxi-v4', '--steps', '20')
+@pytest.mark.parametrize('env', [['Taxi-v4'], ['--env', 'Taxi-v4']])
+def test_cli_reports_and_exits_0(xagents_cli, env):
+    status, out, err = xagents_cli('check-env', *env, '--steps', '20')
     assert status == 0, err
     assert "action masks: info['action_mask']" in out and 'agents: PPO A2C TRPO ACER DQN QRDQN SAC' in out
 
@@ -168,6 +169,9 @@ def test_cli_exits_1_when_the_env_breaks_the_api(xagents_cli):
     (['Nope-v1'], "xagents check-env: error: unknown environment id 'Nope-v1'"),
     (['Pendulum-v1', '--env-kwargs', 'nope=1'], 'xagents check-env: error: making Pendulum-v1 with env_kwargs'),
     (['CartPole-v1', '--steps', '-1'], 'xagents check-env: error: expected --steps >= 0'),
+    (['CartPole-v1', '--env', 'Taxi-v4'], 'xagents check-env: error: expected one env id, as ENV_ID or --env ENV_ID, '
+                                          'got CartPole-v1 and Taxi-v4'),
+    (['--steps', '5'], 'xagents check-env: error: expected one env id, as ENV_ID or --env ENV_ID, got none'),
 ])
 def test_cli_bad_input_is_one_line_and_status_2(xagents_cli, argv, message):
     status, _, err = xagents_cli('check-env', *argv)
