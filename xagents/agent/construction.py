@@ -34,9 +34,9 @@ def constructor(init):
                                'are settings' if many else 'is a setting', 'them' if many else 'it',
                                'they are its defaults' if many else 'it is its default')
         cls.check_parameter_names(kwargs)
-        if outermost:
-            kwargs = capped_initial_size(cls, kwargs, kwargs)
         envs = as_vector_env(envs)
+        if outermost:
+            kwargs = capped_initial_size(cls, kwargs, kwargs, envs.single_observation_space)
         if outermost:
             given = signature.bind_partial(self, envs, *args, **kwargs).arguments
             given.update(given.pop('kwargs', {}))
@@ -48,14 +48,15 @@ def constructor(init):
     return construct
 
 
-def capped_initial_size(cls: type, settings: dict, given: Iterable[str]) -> dict:
+def capped_initial_size(cls: type, settings: dict, given: Iterable[str], observation_space=None) -> dict:
     """``settings`` with the replay filled before learning (``buffer_initial_size``) capped to the capacity
     (``buffer_max_size``) where the user ``given`` the capacity alone and the initial size they did not give (a
-    default or a preset) is above it, with a one-line notice: Stable-Baselines3 users set ``buffer_size`` alone."""
+    default, for ``observation_space`` where it follows it, or a preset) is above it, with a one-line notice:
+    Stable-Baselines3 users set ``buffer_size`` alone."""
     capacity = settings.get('buffer_max_size')
     if 'buffer_max_size' not in given or 'buffer_initial_size' in given or not isinstance(capacity, int):
         return settings
-    initial = settings.get('buffer_initial_size', _default(cls, 'buffer_initial_size'))
+    initial = settings.get('buffer_initial_size', _default(cls, 'buffer_initial_size', observation_space))
     if not isinstance(initial, int) or not 1 <= capacity < initial:
         return settings
     logger.info('%s: buffer_initial_size %s (not given) is above buffer_max_size %s: learning starts once the buffer '
@@ -64,8 +65,13 @@ def capped_initial_size(cls: type, settings: dict, given: Iterable[str]) -> dict
     return {**settings, 'buffer_initial_size': capacity}
 
 
-def _default(cls: type, name: str):
-    """The default of parameter ``name`` in the first of ``cls``'s constructors that takes it (None: none does)."""
+def _default(cls: type, name: str, observation_space=None):
+    """The default of parameter ``name``: the one ``cls.space_defaults`` gives for ``observation_space`` (DQN's
+    follow it), else that of the first of ``cls``'s constructors that takes it (None: none does)."""
+    if observation_space is not None and hasattr(cls, 'space_defaults'):
+        value = cls.space_defaults(observation_space).get(name)
+        if value is not None:
+            return value
     for klass in cls.__mro__:
         parameter = inspect.signature(klass.__init__).parameters.get(name) if '__init__' in vars(klass) else None
         if parameter is not None and parameter.default is not parameter.empty:

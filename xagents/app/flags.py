@@ -107,7 +107,7 @@ def docstring_args(function: Callable | StaticFunction) -> dict[str, str]:
         return {}
     helps, current = {}, None
     for line in section[1].splitlines():
-        if re.match(r'^\S.*:$', line):  # the next section (Returns:, Raises:)
+        if re.match(r'^[A-Za-z][\w ]*:$', line):  # the next section (Returns:, Raises:), not a help ending in ':'
             break
         match = re.match(r'^\s{0,4}(\w+):\s*(.*)$', line)
         if match:

@@ -10,9 +10,20 @@ from xagents import backend
 from xagents.agent.off_policy import OffPolicy
 from xagents.training.distributed import apex_exponent
 from xagents.envs.masks import masked_logits, masked_logits_np, random_valid
-from xagents.networks.models import Output
+from xagents.networks.models import Output, is_image_space
 from xagents.maths.losses import huber
 from xagents.maths.multi_distributions import argmax
+
+
+# Generic defaults follow the observation space, as Stable-Baselines3 picks a policy by it: the Nature paper's
+# Atari-sized settings for images; for any other observations RL Zoo's for Acrobot and LunarLander (its DQN
+# presets there), which reach the classic and Box2D targets where the Atari-sized ones explore for 250,000 steps.
+IMAGE_DEFAULTS = {'lr': 1e-4, 'buffer_max_size': 1_000_000, 'buffer_initial_size': 50_000, 'buffer_batch_size': 32,
+                  'update_every': 4, 'gradient_steps': 1, 'target_update_interval': 2500, 'epsilon_end': 0.05,
+                  'epsilon_decay_steps': 250_000}
+VECTOR_DEFAULTS = {'lr': 6.3e-4, 'buffer_max_size': 50_000, 'buffer_initial_size': 1_000, 'buffer_batch_size': 128,
+                   'update_every': 64, 'gradient_steps': 64, 'target_update_interval': 250, 'epsilon_end': 0.1,
+                   'epsilon_decay_steps': 12_000}
 
 
 class DQN(OffPolicy):
@@ -41,17 +52,17 @@ class DQN(OffPolicy):
         envs: gym.vector.VectorEnv,
         model: str | keras.Model | None = None,
         *,
-        lr: float = 1e-4,
-        buffer_max_size: int = 1_000_000,
-        buffer_initial_size: int = 50_000,
-        buffer_batch_size: int = 32,
-        update_every: int = 4,
-        gradient_steps: int = 1,
+        lr: float | None = None,
+        buffer_max_size: int | None = None,
+        buffer_initial_size: int | None = None,
+        buffer_batch_size: int | None = None,
+        update_every: int | None = None,
+        gradient_steps: int | None = None,
         tau: float = 1.0,
-        target_update_interval: int = 2500,
+        target_update_interval: int | None = None,
         epsilon_start: float = 1.0,
-        epsilon_end: float = 0.05,
-        epsilon_decay_steps: int = 250_000,
+        epsilon_end: float | None = None,
+        epsilon_decay_steps: int | None = None,
         double: bool = False,
         dueling: bool = False,
         grad_norm: float = 10.0,
@@ -61,33 +72,50 @@ class DQN(OffPolicy):
         Args:
             model: Q-network: a .cfg file, or from Python a Keras model (default: packaged cfg; a dueling cfg has
                 a value and an advantage head).
-            lr: Learning rate.
-            buffer_max_size: Replay buffer capacity in transitions (over all envs).
-            buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
-            buffer_batch_size: Transitions per gradient step.
-            update_every: Env steps (summed over envs, a multiple of n_envs) between updates.
-            gradient_steps: Gradient steps per update, all run in one compiled call.
+            lr: Learning rate (default: 6.3e-4; 1e-4 for image observations).
+            buffer_max_size: Replay buffer capacity in transitions (over all envs; default: 50,000; 1,000,000 for
+                image observations).
+            buffer_initial_size: Transitions gathered with uniform random actions before learning starts (default:
+                1,000; 50,000 for image observations).
+            buffer_batch_size: Transitions per gradient step (default: 128; 32 for image observations).
+            update_every: Env steps (summed over envs, a multiple of n_envs) between updates (default: 64; 4 for
+                image observations).
+            gradient_steps: Gradient steps per update, all run in one compiled call (default: 64; 1 for image
+                observations).
             tau: Polyak coefficient of the target network (1 copies it).
-            target_update_interval: Gradient steps between target network updates.
+            target_update_interval: Gradient steps between target network updates (default: 250; 2,500 for image
+                observations).
             epsilon_start: Exploration rate at the first step.
-            epsilon_end: Exploration rate after epsilon_decay_steps.
-            epsilon_decay_steps: Env steps over which epsilon falls linearly.
+            epsilon_end: Exploration rate after epsilon_decay_steps (default: 0.1; 0.05 for image observations).
+            epsilon_decay_steps: Env steps over which epsilon falls linearly (default: 12,000; 250,000 for image
+                observations).
             double: Double DQN: the online network picks the next action, the target rates it.
             dueling: Dueling heads: Q = V + A - mean(A) (the default cfg becomes the dueling one).
             grad_norm: Clip gradients to this global norm.
         """
-        super().__init__(envs, lr=lr, buffer_max_size=buffer_max_size,
-                         buffer_initial_size=buffer_initial_size, buffer_batch_size=buffer_batch_size,
-                         update_every=update_every, gradient_steps=gradient_steps, tau=tau, **kwargs)
-        self.target_update_interval = target_update_interval
-        self.epsilon_start, self.epsilon_end = epsilon_start, epsilon_end
-        self.epsilon_decay_steps = epsilon_decay_steps
+        given = {'lr': lr, 'buffer_max_size': buffer_max_size, 'buffer_initial_size': buffer_initial_size,
+                 'buffer_batch_size': buffer_batch_size, 'update_every': update_every, 'gradient_steps': gradient_steps,
+                 'target_update_interval': target_update_interval, 'epsilon_end': epsilon_end,
+                 'epsilon_decay_steps': epsilon_decay_steps}
+        generic = self.space_defaults(envs.single_observation_space)
+        settings = {name: generic[name] if value is None else value for name, value in given.items()}
+        exploration = {name: settings.pop(name) for name in ('target_update_interval', 'epsilon_end',
+                                                            'epsilon_decay_steps')}
+        super().__init__(envs, tau=tau, **settings, **kwargs)
+        self.target_update_interval = exploration['target_update_interval']
+        self.epsilon_start, self.epsilon_end = epsilon_start, exploration['epsilon_end']
+        self.epsilon_decay_steps = exploration['epsilon_decay_steps']
         self.epsilon_scale = 1.0  # a distributed worker's explores less (see become_worker)
         self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
         self.model = self.build('model', model, self.q_outputs(), packaged='dueling' if dueling else None)
         self.target_model = self.build_target('target_model', self.model)
         self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
         self.forward = self.acting(self.model)
+
+    @staticmethod
+    def space_defaults(observation_space: gym.Space) -> dict:
+        """The generic defaults for ``observation_space``: Atari-sized for images, RL Zoo's classic ones else."""
+        return IMAGE_DEFAULTS if is_image_space(observation_space) else VECTOR_DEFAULTS
 
     def q_outputs(self) -> list[Output]:
         """The heads of the Q-network: the Q-values, or a dueling cfg's value and advantages."""

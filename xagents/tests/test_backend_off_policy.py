@@ -52,7 +52,8 @@ def dqn_batch() -> list[np.ndarray]:
 
 def dqn_agent(**settings) -> DQN:
     """Online Q(s) = (s0, s1), target Q(s) = (s1, s0), learning rate 0."""
-    agent = DQN(create_envs('CartPole-v1'), linear(4, np.eye(4, 2)), buffer_initial_size=100, quiet=True, **settings)
+    agent = DQN(create_envs('CartPole-v1'), linear(4, np.eye(4, 2)), buffer_initial_size=100,
+                buffer_batch_size=32, quiet=True, **settings)
     for weight, value in zip(agent.target_model.weights, [np.array([[0, 1], [1, 0], [0, 0], [0, 0]]), np.zeros(2)]):
         weight.assign(value)
     freeze(agent)

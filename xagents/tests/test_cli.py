@@ -72,7 +72,7 @@ REFERENCE_DEFAULTS = {
                            'rmsprop_epsilon': 1e-5}),
     'acer': ('Acrobot-v1', {'lr': 7e-4, 'n_steps': 20, 'replay_ratio': 4.0, 'importance_c': 10.0, 'delta': 1.0}),
     'trpo': ('Acrobot-v1', {'lr': 1e-3, 'max_kl': 0.01, 'cg_damping': 0.1}),
-    'dqn': ('Taxi-v4', {'lr': 1e-4, 'buffer_batch_size': 32, 'target_update_interval': 2500}),
+    'dqn': ('Taxi-v4', {'tau': 1.0, 'grad_norm': 10.0, 'gamma': 0.99}),  # the rest by observation space
     'ddpg': ('InvertedPendulum-v5', {'lr': 1e-3, 'tau': 0.005}),
     'td3': ('InvertedPendulum-v5', {'lr': 1e-3, 'policy_delay': 2, 'policy_noise_coef': 0.2, 'noise_clip': 0.5}),
     'sac': ('InvertedPendulum-v5', {'lr': 3e-4, 'tau': 0.005, 'buffer_batch_size': 256}),
@@ -92,7 +92,9 @@ def test_help_shows_the_defaults_each_agent_uses(agent):
         assert shown[name].endswith(f'(default: {value})'), (name, shown[name])
     built = agent_class(agent).from_env(env_id, quiet=True)
     for optimizer in built.optimizers.values():
-        assert float(optimizer.learning_rate) == pytest.approx(defaults['lr'])
+        assert 'lr' not in defaults or float(optimizer.learning_rate) == pytest.approx(defaults['lr'])
+    for name in ('tau', 'grad_norm', 'gamma'):
+        assert name not in defaults or getattr(built, name) == defaults[name]
     built.envs.close()
 
 

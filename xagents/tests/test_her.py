@@ -56,7 +56,7 @@ def tracer_agent(n_envs: int = 3, capacity: int = 10_000, strategy: str = 'futur
     envs = gym.vector.SyncVectorEnv([functools.partial(Tracer, i) for i in range(n_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     agent = DQN(envs, her=True, her_strategy=strategy, buffer_max_size=capacity, buffer_initial_size=n_envs,
-                buffer_batch_size=1, update_every=n_envs, start_steps=10 ** 9, seed=0)
+                buffer_batch_size=1, update_every=n_envs, gradient_steps=1, start_steps=10 ** 9, seed=0)
     agent.start_envs()
     return agent
 
@@ -277,7 +277,7 @@ def test_cli_a_faulty_compute_reward_ends_training_with_status_1_naming_it(xagen
     try:
         status, out, err = xagents_cli('train', 'dqn', '--env', 'FaultyRewardFlipping-v0', '--her', '--max-steps',
                                        '400', '--buffer-initial-size', '64', '--buffer-batch-size', '16',
-                                       '--history-checkpoint', 'h.parquet')
+                                       '--gradient-steps', '1', '--history-checkpoint', 'h.parquet')
     finally:
         del gym.registry['FaultyRewardFlipping-v0']
     assert status == 1 and len(err.strip().splitlines()) == 1, err

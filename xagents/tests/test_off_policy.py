@@ -136,7 +136,8 @@ def dqn_batch():
 def test_dqn_loss_by_hand(double, expected):
     envs = create_envs('CartPole-v1')
     identity, swap = np.eye(4, 2), np.array([[0, 1], [1, 0], [0, 0], [0, 0]])
-    agent = DQN(envs, linear(4, identity), double=double, buffer_initial_size=100, quiet=True)
+    agent = DQN(envs, linear(4, identity), double=double, buffer_initial_size=100, buffer_batch_size=32,
+                quiet=True)
     for weight, value in zip(agent.target_model.weights, [swap, np.zeros(2)]):
         weight.assign(value)
     metrics, td_errors = agent.train_step(*dqn_batch())
@@ -148,7 +149,8 @@ def test_dueling_q_is_value_plus_centred_advantage():
     envs = create_envs('CartPole-v1')
     # V(s) = s0, A(s) = (s1, s2)
     value, advantage = np.eye(4, 1), np.eye(4, 2, -1)
-    agent = DQN(envs, linear(4, value, advantage), dueling=True, buffer_initial_size=100, quiet=True)
+    agent = DQN(envs, linear(4, value, advantage), dueling=True, buffer_initial_size=100,
+                buffer_batch_size=32, quiet=True)
     # s = (1, 2, 4, 0): V = 1, A = (2, 4), Q = 1 + (2, 4) - 3 = (0, 2)
     np.testing.assert_allclose(agent.q_values_np(np.array([[1, 2, 4, 0]], np.float32)), [[0, 2]])
     np.testing.assert_allclose(agent.q_values(agent.model, tf.constant([[1.0, 2, 4, 0]])), [[0, 2]])
@@ -842,3 +844,43 @@ def test_dqn_target_is_a_hard_copy_every_target_update_interval_gradient_steps()
         expected = online[-1] if step % 3 == 0 else (target if step < 3 else online[2])
         for variable, value in zip(agent.target_model.weights, expected):
             np.testing.assert_array_equal(variable.numpy(), value)
+
+
+class Pictures(gym.Env):
+    """40 x 40 RGB pictures (big enough for the Nature CNN), two actions; no preset names it."""
+    observation_space = gym.spaces.Box(0, 255, (40, 40, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_dqns_generic_defaults_follow_the_observation_space_and_presets_keep_theirs():
+    """No preset: images get the Nature paper's Atari-sized settings, any other observations RL Zoo's for Acrobot and
+    LunarLander (learning after 1,000 steps, batch 128, 64 gradient steps every 64, ε to 0.1 over 12,000 steps);
+    given values and presets win, and QR-DQN's learning rate follows the space too."""
+    from xagents.qrdqn import QRDQN
+
+    def settings(agent):
+        return (float(agent.optimizer.learning_rate), agent.buffer_initial_size, agent.buffer_batch_size,
+                agent.update_every, agent.gradient_steps, agent.target_update_interval, agent.epsilon_end,
+                agent.epsilon_decay_steps)
+
+    vector = DQN.from_env('xagents.envs.unpreset:Own/CartPole-v1')
+    assert settings(vector) == (pytest.approx(6.3e-4), 1_000, 128, 64, 64, 250, 0.1, 12_000)
+    assert vector.buffer.capacity == 50_000
+    discrete = DQN.from_env('Taxi-v4')  # Discrete observations: one-hot vectors
+    assert settings(discrete) == settings(vector)
+    images = DQN(Pictures(), buffer_max_size=2_000, buffer_initial_size=1_000)
+    assert settings(images) == (pytest.approx(1e-4), 1_000, 32, 4, 1, 2_500, 0.05, 250_000)
+    given = DQN.from_env('Taxi-v4', lr=1e-3, buffer_batch_size=64, epsilon_decay_steps=50_000)
+    assert settings(given)[:3] == (pytest.approx(1e-3), 1_000, 64) and given.epsilon_decay_steps == 50_000
+    preset = DQN.from_env('CartPole-v1')
+    assert settings(preset) == (pytest.approx(2.3e-3), 1_000, 64, 256, 128, 128, 0.04, 8_000)
+    assert float(QRDQN.from_env('Taxi-v4').optimizer.learning_rate) == pytest.approx(6.3e-4)
+    assert float(QRDQN(Pictures(), buffer_max_size=2_000, buffer_initial_size=1_000).optimizer.learning_rate) == \
+        pytest.approx(5e-5)

@@ -44,7 +44,7 @@ def quantile_agent(double=False):
     online = np.array([[1, 0, 1, -1], [0, 1, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32)
     target = np.array([[0, 0, 1, 2], [1, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32)
     agent = QRDQN(create_envs('CartPole-v1'), linear(4, online), n_quantiles=2, double=double,
-                  buffer_initial_size=100, quiet=True)
+                  buffer_initial_size=100, buffer_batch_size=32, quiet=True)
     for weight, value in zip(agent.target_model.weights, [target, np.zeros(4)]):
         weight.assign(value)
     return agent
@@ -83,7 +83,7 @@ def test_dueling_quantiles_are_value_plus_centred_advantage():
     value = np.eye(4, 2)
     advantage = np.array([[0, 0, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]], np.float32)
     agent = QRDQN(create_envs('CartPole-v1'), linear(4, value, advantage), n_quantiles=2, dueling=True,
-                  buffer_initial_size=100, quiet=True)
+                  buffer_initial_size=100, buffer_batch_size=32, quiet=True)
     # s = (1, 2, 4, 6): V = (1, 2); A: a0 (4, 0), a1 (0, 6), mean over actions (2, 3):
     # a0 (1 + 4 - 2, 2 + 0 - 3) = (3, -1), a1 (1 + 0 - 2, 2 + 6 - 3) = (-1, 5); Q = (1, 2).
     observations = np.array([[1, 2, 4, 6]], np.float32)
@@ -93,7 +93,7 @@ def test_dueling_quantiles_are_value_plus_centred_advantage():
 
 def test_n_quantiles_must_be_positive():
     with pytest.raises(ValueError, match='expected n_quantiles >= 1, got 0'):
-        QRDQN(create_envs('CartPole-v1'), n_quantiles=0, buffer_initial_size=100, quiet=True)
+        QRDQN(create_envs('CartPole-v1'), n_quantiles=0, buffer_initial_size=100, buffer_batch_size=32, quiet=True)
 
 
 def test_qrdqn_learns_cartpole():

@@ -202,14 +202,20 @@ def test_a_constructor_given_a_fit_setting_by_its_sb3_name_points_to_fit():
 
 
 # ---------------------------------------------------------------------------------------- buffer_size
+class Pictures(gym.Env):
+    """40 x 40 RGB pictures, two actions: image observations, whose DQN defaults are Atari-sized."""
+    observation_space = gym.spaces.Box(0, 255, (40, 40, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+
 @pytest.mark.parametrize('agent_class, env_id, default', [
-    (DQN, 'CartPole-v1', 50_000), (DDPG, 'Pendulum-v1', 1000), (TD3, 'Pendulum-v1', 1000),
+    (DQN, 'CartPole-v1', 1000), (DQN, 'pictures', 50_000), (DDPG, 'Pendulum-v1', 1000), (TD3, 'Pendulum-v1', 1000),
     (SAC, 'Pendulum-v1', 1000), (ACER, 'CartPole-v1', 500),
 ])
 def test_buffer_size_is_the_capacity_and_caps_the_initial_fill_it_cannot_hold(caplog, agent_class, env_id, default):
     capacity = 400 if agent_class is ACER else 600
     with caplog.at_level(logging.INFO, logger='xagents'):
-        built = agent_class(gym.make(env_id), buffer_size=capacity)
+        built = agent_class(Pictures() if env_id == 'pictures' else gym.make(env_id), buffer_size=capacity)
     assert built.buffer_max_size == capacity and built.buffer_initial_size == min(default, capacity)
     messages = [record.getMessage() for record in caplog.records]
     assert not [message for message in messages if 'deprecated' in message]
