@@ -2,51 +2,33 @@
 
 A policy is a function from a batch of raw observations to a batch of env-ready actions, in ``keras.ops``; it may
 close over variables and Keras models. TensorFlow writes every format (:mod:`xagents.storage.export_tensorflow`); on
-PyTorch, PyTorch's own exporter writes ONNX in the process (:mod:`xagents.storage.export_torch`). Every export takes observations of the env's dtype with a dynamic
-batch dimension (named ``observations``) and gives actions (named ``actions``): int64 for integer
-actions, float32 for real ones. A policy of Dict observations takes one input per key, named by the key,
-in the key's dtype (Discrete keys as int64 indices) and shape. An export asked for masks (``mask_size``) also
-takes ``action_mask``, ``(batch, n)`` booleans of the allowed actions. A recurrent policy's export (``state_size``)
-takes ``episode_start`` ``(batch,)`` booleans and ``state`` ``(batch, S)`` floats last, and gives ``next_state``
-after ``actions``: the ``state`` of the next observations. TFLite keeps the dynamic batch as a -1 in its shape signature, so its
-interpreter is resized to each new batch size by :func:`load_exported`.
+PyTorch, PyTorch's own exporter writes ONNX in the process (:mod:`xagents.storage.export_torch`).
+
+Every export takes observations of the env's dtype with a dynamic batch dimension (named ``observations``) and gives
+actions (named ``actions``): int64 for integer actions, float32 for real ones. A policy of Dict observations takes
+one input per key, named by the key, in the key's dtype (Discrete keys as int64 indices) and shape. An export asked
+for masks (``mask_size``) also takes ``action_mask``, ``(batch, n)`` booleans of the allowed actions. A recurrent
+policy's export (``state_size``) takes ``episode_start`` ``(batch,)`` booleans and ``state`` ``(batch, S)`` floats
+last, and gives ``next_state`` after ``actions``: the ``state`` of the next observations. TFLite keeps the dynamic
+batch as a -1 in its shape signature, so its interpreter is resized to each new batch size by :func:`load_exported`.
 
 Outputs are written beside ``path`` under a temporary name and renamed into place, so a killed export
 leaves either nothing at ``path`` or a whole export (and perhaps a hidden ``.NAME.XXXXXXXX`` sibling).
 """
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
-import shutil
-import tempfile
-from types import ModuleType
 from typing import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
-from xagents.utils.extras import install_command
 
-from xagents.storage.atomic import atomic_write
 from xagents.envs.masks import as_mask
+from xagents.storage.export_parts import (INPUT_NAME, MASK_NAME, NEXT_STATE_NAME, OUTPUT_NAME, SIGNATURE_KEY,
+                                          STARTS_NAME, STATE_NAME, check_destination, input_specs, require,
+                                          write_file)
 
 FORMATS = ('saved_model', 'tflite', 'onnx')
-ONNX_OPSET = 17
-INPUT_NAME = 'observations'
-MASK_NAME = 'action_mask'  # the optional second input: (batch, n) booleans of the allowed actions
-OUTPUT_NAME = 'actions'
-STARTS_NAME, STATE_NAME = 'episode_start', 'state'  # a recurrent policy's inputs
-NEXT_STATE_NAME = 'next_state'  # and its second output (ONNX names are unique across inputs and outputs)
-SIGNATURE_KEY = 'serving_default'
-
-
-def require(module: str, purpose: str) -> ModuleType:
-    """Import ``module`` or raise a one-line ImportError that names the extra to install."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ImportError(f'{purpose} needs the {module} package: {install_command("export")}') from None
 
 
 def format_of(path: str, format: str | None) -> str:
@@ -61,74 +43,6 @@ def _check_format(format: str) -> None:
     """Refuse a format that is not one of FORMATS, naming those that are."""
     if format not in FORMATS:
         raise ValueError(f'unknown export format {format!r}: use one of {", ".join(FORMATS)}')
-
-
-def _check_destination(path: str) -> None:
-    """Refuse to export over anything: the user removes it or picks another path."""
-    if os.path.lexists(path):
-        raise ValueError(f'{path} already exists: remove it or choose another path to export to')
-
-
-Spec = tuple[tuple[int | None, ...], str]  # an export input's shape (None: the dynamic batch) and dtype name
-
-
-def _input_specs(observation_space: gym.spaces.Space) -> dict[str, Spec]:
-    """The exported inputs by name: the space's dtype and shape behind a dynamic batch dimension, one
-    ``observations`` input for a Box, one input per key for a Dict."""
-    if isinstance(observation_space, gym.spaces.Dict):
-        return {key: _input_specs(space)[INPUT_NAME] for key, space in observation_space.spaces.items()}
-    if isinstance(observation_space, gym.spaces.Discrete):
-        return {INPUT_NAME: ((None,), 'int64')}
-    if not isinstance(observation_space, (gym.spaces.Box, gym.spaces.MultiBinary, gym.spaces.MultiDiscrete)):
-        raise TypeError(f'only Box and Dict observation spaces can be exported, not {type(observation_space).__name__}')
-    return {INPUT_NAME: ((None, *observation_space.shape), np.dtype(observation_space.dtype).name)}
-
-
-def call_policy(policy: Callable, names: list[str], inputs: Sequence) -> tuple:
-    """Call ``policy`` on an export's inputs in the order of ``names``: the observations (a dict of them for several
-    keys), the action masks after them, ``memory=(episode_start, state)`` for a recurrent policy. Return its actions
-    and its next state (None without memory)."""
-    observations = dict(zip(names, inputs))
-    masks = observations.pop(MASK_NAME, None)
-    memory = (observations.pop(STARTS_NAME), observations.pop(STATE_NAME)) if STATE_NAME in names else None
-    observations = observations[INPUT_NAME] if list(observations) == [INPUT_NAME] else observations
-    result = policy(observations, *([] if masks is None else [masks]), **({} if memory is None else {'memory': memory}))
-    return (result[0], result[1]) if memory else (result, None)
-
-
-def write_file(path: str, content: bytes) -> None:
-    """Write ``content`` to a temporary sibling, fsync it and rename it to ``path``."""
-    with atomic_write(path) as file:
-        file.write(content)
-
-
-def _fsync_tree(directory: str) -> None:
-    """Flush every file and folder under ``directory`` to disk, so the rename publishes whole files."""
-    for folder, _, names in os.walk(directory, topdown=False):
-        for name in names:
-            with open(os.path.join(folder, name), 'rb') as file:
-                os.fsync(file.fileno())
-        descriptor = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-
-
-def write_directory(path: str, write: Callable[[str], None]) -> None:
-    """Let ``write`` fill a temporary sibling directory, then rename it to ``path``."""
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    temporary = tempfile.mkdtemp(prefix=f'.{os.path.basename(os.path.normpath(path))}.', dir=parent)
-    try:
-        write(temporary)
-        _fsync_tree(temporary)
-        _check_destination(path)
-        os.rename(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(temporary)
-        raise
 
 
 def export_policy(
@@ -149,8 +63,8 @@ def export_policy(
     """
     format = format_of(path, format)
     _check_format(format)
-    _check_destination(path)
-    specs = _input_specs(observation_space)
+    check_destination(path)
+    specs = input_specs(observation_space)
     if mask_size is not None:
         if MASK_NAME in specs:
             raise ValueError(f'an export with action masks names its mask input {MASK_NAME!r}, which is a key of '

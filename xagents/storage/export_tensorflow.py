@@ -7,8 +7,8 @@ import logging
 from types import ModuleType
 from typing import Callable
 
-from xagents.storage.export import (NEXT_STATE_NAME, ONNX_OPSET, OUTPUT_NAME, SIGNATURE_KEY, Spec, require,
-                                    write_directory, write_file, call_policy)
+from xagents.storage.export_parts import (NEXT_STATE_NAME, ONNX_OPSET, OUTPUT_NAME, SIGNATURE_KEY, Spec, call_policy,
+                                          require, write_directory, write_file)
 from xagents.utils.quiet_tensorflow import tf
 
 

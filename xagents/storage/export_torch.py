@@ -10,7 +10,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from xagents.storage.export import NEXT_STATE_NAME, ONNX_OPSET, OUTPUT_NAME, STATE_NAME, Spec, call_policy, require
+from xagents.storage.export_parts import (NEXT_STATE_NAME, ONNX_OPSET, OUTPUT_NAME, STATE_NAME, Spec, call_policy,
+                                          require)
 
 TRACE_BATCH = 2  # the sample batch the tracer runs: not 1, which broadcasting could fold into the graph
 

@@ -29,7 +29,8 @@ LAYERS = [['xagents.utils', 'xagents.version'], ['xagents.backend'], ['xagents.m
 
 # Modules below the registry that import a module named at run time, and what they import: never an xagents module.
 NAMED_AT_RUN_TIME = {'xagents.envs.creation': "the user's env module of an id like my_envs:MyEnv-v0",
-                     'xagents.storage.export': 'the optional export packages (tf2onnx, onnxruntime, ai_edge_litert)'}
+                     'xagents.storage.export_parts': 'the optional export packages (tf2onnx, onnx, onnxruntime, '
+                                                     'ai_edge_litert)'}
 
 
 def layer(module: str) -> int:
