@@ -31,7 +31,7 @@ OBSERVATIONS = np.random.default_rng(0).normal(0, [1.0, 1.0, 0.1, 1.0], (32, 4))
 # PPO 58,624 steps, 6.9 s | 65,280 steps, 4.7 s; A2C 57,320 steps, 22 s | 51,480 steps, 11 s;
 # TRPO 26,624 steps, 12 s | 29,696 steps, 11 s; ACER 49,440 steps, 19 s | 50,080 steps, 9 s.
 # PPO's 100-episode training mean of 475 is the slowest to come and the most sensitive to the run's float
-# arithmetic: on another CPU, with the same packages, JAX's seeds 0, 1, 2 took 118,272, 143,616 and 62,208 steps.
+# arithmetic: on a later machine (the same Keras and JAX versions) JAX's seeds 0, 1, 2 took 118,272, 143,616 and 62,208.
 @pytest.mark.skipif(keras.backend.backend() == 'tensorflow',
                     reason="on TensorFlow the agents' own learning tests run (test_on_policy, test_trpo, test_acer)")
 @pytest.mark.parametrize('agent_class, target_reward, max_steps', [
