@@ -99,12 +99,11 @@ class DQN(OffPolicy):
                  'epsilon_decay_steps': epsilon_decay_steps}
         generic = self.space_defaults(envs.single_observation_space)
         settings = {name: generic[name] if value is None else value for name, value in given.items()}
-        exploration = {name: settings.pop(name) for name in ('target_update_interval', 'epsilon_end',
-                                                            'epsilon_decay_steps')}
+        own = {name: settings.pop(name) for name in ('target_update_interval', 'epsilon_end', 'epsilon_decay_steps')}
         super().__init__(envs, tau=tau, **settings, **kwargs)
-        self.target_update_interval = exploration['target_update_interval']
-        self.epsilon_start, self.epsilon_end = epsilon_start, exploration['epsilon_end']
-        self.epsilon_decay_steps = exploration['epsilon_decay_steps']
+        self.target_update_interval = own['target_update_interval']
+        self.epsilon_start, self.epsilon_end = epsilon_start, own['epsilon_end']
+        self.epsilon_decay_steps = own['epsilon_decay_steps']
         self.epsilon_scale = 1.0  # a distributed worker's explores less (see become_worker)
         self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
         self.model = self.build('model', model, self.q_outputs(), packaged='dueling' if dueling else None)
