@@ -6,6 +6,7 @@ deterministic evaluation episodes at the same steps; then one table of both::
     python benchmarks/defaults_vs_sb3.py run --sb3-python sb3/bin/python --output runs/defaults --seeds 0 1 2 \
         --agents ppo dqn --envs xagents.envs.unpreset:Own/CartPole-v1
     python benchmarks/defaults_vs_sb3.py table --output runs/defaults
+    python benchmarks/defaults_vs_sb3.py figure --output runs/defaults --figure docs/img/defaults-vs-sb3.png
 
 A run already finished (its JSON file in OUTPUT) is not run again, so an interrupted comparison resumes. ACER has no
 SB3 counterpart: its rows have xagents' side only.
@@ -76,29 +77,75 @@ def side(curves: list[list[tuple[int, float]]], target: float, budget: int) -> s
     return f'{len(reached) - reached.count(None)}/{len(curves)} | {bound}{steps:,.0f} | {finals:.2f}'
 
 
+def curves(output: str, job: Job, seeds: list[int]) -> tuple[list, list]:
+    """xagents' and SB3's evaluation curves of ``job``, one ``[(step, value), ...]`` per seed that has run (the
+    value: reward or success rate, as the job measures)."""
+    mine, theirs = [], []
+    for seed in seeds:
+        path = os.path.join(output, 'runs', f'{job.name}-{seed}.json')
+        if os.path.exists(path):  # (step, reward or success rate, as the job measures)
+            mine.append([tuple(point) for point in json.load(open(path))['evaluations']])
+        if os.path.exists(sb3_path(output, job, seed)):  # (step, reward[, success rate])
+            column = 1 if job.metric == 'reward' else 2
+            theirs.append([(point[0], point[column]) for point in
+                           json.load(open(sb3_path(output, job, seed)))['evaluations']])
+    return mine, theirs
+
+
 def table(args: argparse.Namespace, jobs: list[Job]) -> str:
     """Markdown: per run of the suite, each side's runs at the target, median steps to it and mean final eval."""
     lines = ['| agent | env | target | xagents: reached | steps to target (median) | final eval (mean) | '
              'SB3: reached | steps to target (median) | final eval (mean) |', '|' + '---|' * 9]
     for job in jobs:
-        mine, theirs = [], []
-        for seed in args.seeds:
-            path = os.path.join(args.output, 'runs', f'{job.name}-{seed}.json')
-            if os.path.exists(path):  # (step, reward or success rate, as the job measures)
-                mine.append([tuple(point) for point in json.load(open(path))['evaluations']])
-            if os.path.exists(sb3_path(args.output, job, seed)):  # (step, reward[, success rate])
-                column = 1 if job.metric == 'reward' else 2
-                theirs.append([(point[0], point[column]) for point in
-                               json.load(open(sb3_path(args.output, job, seed)))['evaluations']])
+        mine, theirs = curves(args.output, job, args.seeds)
         if mine or theirs:
             lines.append(f'| {job.title} | {job.env.rpartition(":")[2]} | {job.target:g} | '
                          f'{side(mine, job.target, job.steps)} | {side(theirs, job.target, job.steps)} |')
     return '\n'.join(lines)
 
 
+def figure(args: argparse.Namespace, jobs: list[Job]) -> None:
+    """One panel per run of the suite: each side's mean evaluation over its seeds against env steps, the seeds'
+    range shaded, the target dotted."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    panels = [(job, *curves(args.output, job, args.seeds)) for job in jobs]
+    panels = [panel for panel in panels if panel[1] or panel[2]]
+    if not panels:
+        raise SystemExit(f'no runs in {args.output}')
+    columns = 4
+    rows = -(-len(panels) // columns)
+    plot, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.5 * rows), squeeze=False)
+    for axis, (job, mine, theirs) in zip(axes.flat, panels):
+        for runs, label, colour in ((mine, 'xagents', 'tab:blue'), (theirs, 'Stable-Baselines3', 'tab:orange')):
+            if not runs:
+                continue
+            steps = np.array(sorted({step for run in runs for step, _ in run}))
+            values = np.array([np.interp(steps, *zip(*run)) for run in runs])
+            axis.plot(steps, values.mean(0), color=colour, label=f'{label} ({len(runs)})')
+            axis.fill_between(steps, values.min(0), values.max(0), color=colour, alpha=0.2)
+        axis.axhline(job.target, color='k', linestyle=':', linewidth=1)
+        axis.set_title(f'{job.title} {job.env.rpartition("/")[2]}', fontsize=9)
+        axis.tick_params(labelsize=7)
+        axis.xaxis.set_major_locator(MaxNLocator(4))
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda step, _: f'{step / 1000:g}k'))
+        axis.legend(fontsize=6, loc='lower right')
+    for axis in axes.flat[len(panels):]:
+        axis.axis('off')
+    plot.supxlabel('env steps', fontsize=9)
+    plot.supylabel('deterministic evaluation (10 episodes): reward, or success rate', fontsize=9)
+    plot.tight_layout()
+    plot.savefig(args.figure, dpi=90)
+    plt.close(plot)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('action', choices=['run', 'table'])
+    parser.add_argument('action', choices=['run', 'table', 'figure'])
     parser.add_argument('--output', required=True, help='the folder of both sides\' runs')
     parser.add_argument('--sb3-python', help='run: the Python of a virtual environment with SB3 and sb3-contrib')
     parser.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
@@ -106,6 +153,7 @@ def main() -> None:
     parser.add_argument('--side', choices=['both', 'xagents', 'sb3'], default='both', help='run: whose runs')
     parser.add_argument('--agents', nargs='+', help='only these agents of the suite')
     parser.add_argument('--envs', nargs='+', help='only these env ids of the suite')
+    parser.add_argument('--figure', default='defaults-vs-sb3.png', help='figure: the image to write')
     args = parser.parse_args()
     jobs = [job for job in SUITES['defaults'] if (not args.agents or job.agent in args.agents)
             and (not args.envs or job.env in args.envs)]
@@ -113,7 +161,10 @@ def main() -> None:
         if not args.sb3_python:
             parser.error('run needs --sb3-python')
         run(args, jobs)
-    print(table(args, jobs))
+    if args.action == 'figure':
+        figure(args, jobs)
+    else:
+        print(table(args, jobs))
 
 
 if __name__ == '__main__':
