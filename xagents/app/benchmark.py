@@ -61,6 +61,9 @@ class Job:
 
 
 OWN = 'xagents.envs.unpreset:Own/'  # the prefix of the defaults suite's ids: tasks that no preset names
+# PPO's Atari-sized settings, its generic defaults for discrete actions before they became SB3's for all but
+# pictures: the classic Acrobot row and the spaces suite's Taxi and MatchTargets rows were measured with them.
+ATARI_PPO = ('--n-steps', '128', '--ppo-epochs', '4', '--mini-batches', '4', '--entropy-coef', '0.01')
 
 SUITES = {
     'classic': [
@@ -72,7 +75,8 @@ SUITES = {
         Job('sac', 'Pendulum-v1', -200, 20_000, 1_000), Job('td3', 'Pendulum-v1', -200, 20_000, 1_000),
         Job('ddpg', 'Pendulum-v1', -200, 20_000, 1_000), Job('tqc', 'Pendulum-v1', -200, 20_000, 1_000),
         Job('crossq', 'Pendulum-v1', -200, 20_000, 1_000),
-        Job('ppo', 'Acrobot-v1', -100, 300_000, 10_000), Job('dqn', 'Acrobot-v1', -100, 200_000, 10_000),
+        Job('ppo', 'Acrobot-v1', -100, 300_000, 10_000, flags=ATARI_PPO),
+        Job('dqn', 'Acrobot-v1', -100, 200_000, 10_000),
         Job('dqn', 'MountainCar-v0', -110, 300_000, 10_000),
         Job('qrdqn', 'CartPole-v1', 475, 50_000, 5_000), Job('qrdqn', 'Acrobot-v1', -100, 100_000, 10_000),
         Job('qrdqn', 'MountainCar-v0', -110, 120_000, 10_000),
@@ -121,13 +125,14 @@ SUITES = {
         Job('ppo', 'minigrid:MiniGrid-DoorKey-5x5-v0', 0.9, 150_000, 10_240,
             flags=('--observation-keys', 'image', 'direction', '--n-envs', '8', '--n-steps', '128',
                    '--mini-batches', '16', '--ppo-epochs', '10', '--lr', '2.5e-4', '--lam', '0.95', '--entropy-coef', '0')),
-        Job('ppo', 'Taxi-v4', 7, 600_000, 20_000, flags=('--n-envs', '8', '--n-steps', '128')),
+        Job('ppo', 'Taxi-v4', 7, 600_000, 20_000, flags=('--n-envs', '8', *ATARI_PPO)),
         Job('dqn', 'Taxi-v4', 7, 200_000, 10_000,
             flags=('--lr', '1e-3', '--buffer-max-size', '50000', '--buffer-initial-size', '1000',
                    '--buffer-batch-size', '64', '--update-every', '16', '--gradient-steps', '8',
                    '--target-update-interval', '250', '--epsilon-decay-steps', '50000', '--epsilon-end', '0.05')),
         *(Job(agent, 'xagents.envs.toy_envs:MatchTargets-v0', 10, 100_000, 1_000,
-              flags=('--env-kwargs', 'action_type=multi_discrete')) for agent in ('ppo', 'a2c')),
+              flags=('--env-kwargs', 'action_type=multi_discrete', *flags))
+          for agent, flags in (('ppo', ATARI_PPO), ('a2c', ()))),
     ],
     # Memory: classic control with the velocities hidden (RL Zoo's NoVel ids) for recurrent PPO with RL Zoo's
     # ppo_lstm settings (the presets), beside the same PPO without memory, which should not get there.

@@ -10,6 +10,7 @@ from keras import ops
 from xagents import backend
 from xagents.agent.on_policy import OnPolicy
 from xagents.maths.optimization import minibatch_epochs, standardized
+from xagents.networks.models import is_image_space
 
 
 class PPO(OnPolicy):
@@ -43,13 +44,15 @@ class PPO(OnPolicy):
         """
         Args:
             model: Actor-critic model: a .cfg file, or from Python a Keras model (default: packaged cfg).
-            n_steps: Steps per env in each rollout (default: 128; 256 for Box actions).
+            n_steps: Steps per env in each rollout (default: 256; Atari's 128 for image observations with discrete
+                actions).
             lam: GAE lambda.
             lr: Learning rate.
             clip_range: Clipping range epsilon of the probability ratio.
-            ppo_epochs: Passes over each rollout (default: 4; 10 for Box actions).
-            mini_batches: Minibatches per pass (must divide n_steps * n_envs; default: 4; for Box actions, minibatches
-                of about 64 samples, Stable-Baselines3's batch_size).
+            ppo_epochs: Passes over each rollout (default: 10; Atari's 4 for image observations with discrete actions).
+            mini_batches: Minibatches per pass (must divide n_steps * n_envs; default: minibatches of about 64
+                samples, Stable-Baselines3's batch_size; 4 for image observations with discrete actions, and for a
+                recurrent policy).
             entropy_coef: Weight of the entropy bonus (default: 0.01; 0 for Box actions).
             value_loss_coef: Weight of the value loss.
             grad_norm: Clip gradients to this global norm.
@@ -61,16 +64,18 @@ class PPO(OnPolicy):
                 n_steps, or the longest that gives every minibatch whole sequences); minibatches are then of whole
                 sequences, and mini_batches must divide their number.
         """
-        # Generic defaults follow the action space: Atari's settings for discrete actions, Stable-Baselines3's
-        # (2,048 steps a rollout over 8 envs, 10 epochs of minibatches of 64, no entropy bonus) for Box actions.
+        # Generic defaults follow the spaces: Atari's rollout and epochs for pictures with discrete actions,
+        # Stable-Baselines3's (2,048 steps a rollout over 8 envs, 10 epochs of minibatches of 64) for anything else;
+        # an entropy bonus of 0.01 for discrete actions, none for Box actions.
         box = isinstance(envs.single_action_space, gym.spaces.Box)
-        n_steps = n_steps if n_steps is not None else 256 if box else 128
-        ppo_epochs = ppo_epochs if ppo_epochs is not None else 10 if box else 4
+        atari = is_image_space(envs.single_observation_space) and not box
+        n_steps = n_steps if n_steps is not None else 128 if atari else 256
+        ppo_epochs = ppo_epochs if ppo_epochs is not None else 4 if atari else 10
         entropy_coef = entropy_coef if entropy_coef is not None else 0.0 if box else 0.01
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
         if mini_batches is None:
             rows = self.n_envs * self.n_steps
-            mini_batches = 4 if recurrent or not box else min(
+            mini_batches = 4 if recurrent or atari else min(
                 (count for count in range(1, rows + 1) if rows % count == 0), key=lambda count: abs(rows / count - 64))
         rows = self.setup_recurrence(recurrent, sequence_length, mini_batches)
         if rows % mini_batches:

@@ -60,7 +60,8 @@ def test_agent_help_lists_every_constructor_parameter_with_default(xagents_cli):
     assert status == 0
     for flag in flags_of(constructors(__import__('xagents').PPO, BaseAgent) + [BaseAgent.__init__]):
         assert flag.option in out, flag.option
-    assert '--ppo-epochs N' in out and '(default: 4; 10 for Box actions)' in ' '.join(out.split())  # by action space
+    help_text = ' '.join(out.split())  # the default by spaces
+    assert '--ppo-epochs N' in out and "(default: 10; Atari's 4 for image observations with discrete actions)" in help_text
     assert '--clip-range X' in out and '(default: 0.2)' in out
 
 

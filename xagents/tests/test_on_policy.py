@@ -299,14 +299,17 @@ def test_sde_is_for_box_actions_and_not_trpo():
         TRPO.from_env('Pendulum-v1', use_sde=True)
 
 
-def test_ppos_generic_defaults_follow_the_action_space_and_presets_keep_theirs():
-    """No preset: discrete actions get Atari's settings, Box actions Stable-Baselines3's (a rollout of 2,048 steps
-    over 8 envs, 10 epochs of minibatches of about 64, no entropy bonus); given values and presets win."""
+def test_ppos_generic_defaults_follow_the_spaces_and_presets_keep_theirs():
+    """No preset: pictures with discrete actions get Atari's rollout and epochs, anything else Stable-Baselines3's
+    (a rollout of 2,048 steps over 8 envs, 10 epochs of minibatches of about 64); an entropy bonus of 0.01 for
+    discrete actions, none for Box actions; given values and presets win."""
     own = 'xagents.envs.unpreset:Own/'
-    box = PPO.from_env(f'{own}Pendulum-v1')
-    assert (box.n_steps, box.ppo_epochs, box.mini_batches, box.minibatch_size, box.entropy_coef) == (256, 10, 32, 64, 0.0)
-    discrete = PPO.from_env(f'{own}CartPole-v1')
-    assert (discrete.n_steps, discrete.ppo_epochs, discrete.mini_batches, discrete.entropy_coef) == (128, 4, 4, 0.01)
+    for env_id, entropy in (('Pendulum-v1', 0.0), ('CartPole-v1', 0.01), ('DoorKey-5x5-v0', 0.01)):  # a Dict grid
+        agent = PPO.from_env(f'{own}{env_id}')
+        settings = (agent.n_steps, agent.ppo_epochs, agent.mini_batches, agent.minibatch_size, agent.entropy_coef)
+        assert settings == (256, 10, 32, 64, entropy), env_id
+    pictures = PPO(create_envs('CarRacing-v3', 2, env_kwargs={'continuous': False}))  # 96 x 96 pixels, Discrete(5)
+    assert (pictures.n_steps, pictures.ppo_epochs, pictures.mini_batches, pictures.entropy_coef) == (128, 4, 4, 0.01)
     odd = PPO.from_env(f'{own}Pendulum-v1', n_envs=3, n_steps=100)  # 300 samples: 5 minibatches of 60
     assert (odd.mini_batches, odd.minibatch_size) == (5, 60)
     given = PPO.from_env(f'{own}Pendulum-v1', mini_batches=4, entropy_coef=0.01, ppo_epochs=3)
