@@ -158,8 +158,8 @@ def main() -> None:
     jobs = [job for job in SUITES['defaults'] if (not args.agents or job.agent in args.agents)
             and (not args.envs or job.env in args.envs)]
     if args.action == 'run':
-        if not args.sb3_python:
-            parser.error('run needs --sb3-python')
+        if args.side != 'xagents' and not args.sb3_python:
+            parser.error("run needs --sb3-python unless --side is 'xagents'")
         run(args, jobs)
     if args.action == 'figure':
         figure(args, jobs)

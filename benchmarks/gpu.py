@@ -1,19 +1,25 @@
 """Accelerator check: which backend and device xagents computes on, and how fast it trains there; prints
 figures, asserts nothing::
 
-    KERAS_BACKEND=jax python benchmarks/gpu.py [--output results.json] [--atari-steps 50000] [--seed 0]
+    KERAS_BACKEND=jax python benchmarks/gpu.py [--runs NAME ...] [--max-steps N] [--atari-steps 50000]
+                                               [--act-on-device] [--seed 0] [--output results.json]
 
-Self-contained: it runs from a checkout (no install) wherever Keras, Gymnasium (with ale-py for the Atari run) and
-one backend are importable, JAX or PyTorch with a GPU included, and TensorFlow absent. It trains, with the presets'
-settings and one seed:
+Self-contained: it runs from a checkout (no install) wherever Keras, Gymnasium (with ale-py for the Atari run and
+mujoco for Hopper) and one backend are importable, JAX or PyTorch with a GPU included, and TensorFlow absent. Each
+run builds an agent with its preset's settings, one seed, and trains:
 
-- PPO on CartPole-v1 to a training mean reward of 475, and SAC on Pendulum-v1 to -200: steps, time to target
-  (building the agent and compiling included) and steps/s;
-- PPO on Pong (``PongNoFrameskip-v4``, 8 envs) for a fixed number of steps: steps/s.
+- to a target (a training mean reward): PPO on CartPole-v1 to 475, SAC, TQC and CrossQ on Pendulum-v1 to -200,
+  QR-DQN on CartPole-v1 to 475: steps, time to target (building the agent and compiling included) and steps/s;
+- for a fixed number of steps: PPO on Pong (``PongNoFrameskip-v4``, 8 envs, ``--atari-steps``) and CrossQ on
+  Hopper-v5 with the paper's 2048-2048 critics (15,000 steps, the first 5,000 without updates): steps/s.
 
-Acting and updates stay on the device: an agent acts in NumPy only on a CPU (``backend.gpu_available()``), and
-each update is one compiled call on JAX and TensorFlow (eager on PyTorch). Env stepping runs on the host, as it
-does in every library here.
+Every run also splits ``fit``'s time between the first update (tracing and compiling), the other updates and
+the rest: collection (acting and env stepping) and bookkeeping. ``--max-steps`` caps every run (a quick check that
+each agent trains on the device, for the slower backends). Updates stay on the device, each one compiled call on
+JAX and TensorFlow (eager on PyTorch). A small dense policy acts in NumPy on the host, on every device, from a copy
+of its weights taken after each update; ``--act-on-device`` makes it act through the compiled model instead, as a
+CNN does. Env stepping runs on the host, as it does in every library here. The JSON file is rewritten after every
+run, so a run cut short keeps what finished.
 """
 from __future__ import annotations
 
@@ -27,8 +33,16 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 
-RUNS = (('ppo', 'CartPole-v1', 475.0, 200_000), ('sac', 'Pendulum-v1', -200.0, 20_000))
-ATARI = ('ppo', 'PongNoFrameskip-v4')
+# name: (agent, env, target or None, steps)
+RUNS = {
+    'ppo-cartpole': ('ppo', 'CartPole-v1', 475.0, 200_000),
+    'sac-pendulum': ('sac', 'Pendulum-v1', -200.0, 20_000),
+    'tqc-pendulum': ('tqc', 'Pendulum-v1', -200.0, 20_000),
+    'crossq-pendulum': ('crossq', 'Pendulum-v1', -200.0, 20_000),
+    'qrdqn-cartpole': ('qrdqn', 'CartPole-v1', 475.0, 50_000),
+    'ppo-pong': ('ppo', 'PongNoFrameskip-v4', None, 50_000),
+    'crossq-hopper': ('crossq', 'Hopper-v5', None, 15_000),
+}
 
 
 def device() -> dict:
@@ -58,6 +72,29 @@ def device() -> dict:
             'gpu': xagents_backend.gpu_available(), 'python': platform.python_version(), 'cpus': os.cpu_count()}
 
 
+def timed(agent) -> dict:
+    """Wrap ``agent``'s update (one compiled call: off-policy agents' ``update``, on-policy agents' ``train_step``)
+    to add up its seconds, waiting for its results; the rest of ``fit`` is collection and bookkeeping."""
+    import keras
+
+    seconds = {'first_update_s': 0.0, 'update_s': 0.0, 'updates': 0}
+    name = 'update' if hasattr(agent, 'update') else 'train_step'
+    update = getattr(agent, name)
+
+    def timed_update(*args, **kwargs):
+        start = time.perf_counter()
+        result = update(*args, **kwargs)
+        for value in result.values():
+            keras.ops.convert_to_numpy(value)
+        key = 'update_s' if seconds['updates'] else 'first_update_s'  # the first one traces and compiles
+        seconds[key] += time.perf_counter() - start
+        seconds['updates'] += 1
+        return result
+
+    setattr(agent, name, timed_update)
+    return seconds
+
+
 def train(agent_name: str, env: str, seed: int, target: float | None, max_steps: int) -> dict:
     """Build the preset agent and train it to ``target`` (a training mean reward) or for ``max_steps``."""
     from xagents.envs.creation import close_envs
@@ -66,10 +103,12 @@ def train(agent_name: str, env: str, seed: int, target: float | None, max_steps:
     started = time.perf_counter()
     agent = agent_class(agent_name).from_env(env, seed=seed, quiet=True)
     built = time.perf_counter()
+    seconds = timed(agent)
     run = agent.fit(target_reward=target, max_steps=max_steps)
     ended = time.perf_counter()
     result = {'agent': agent_name, 'env': env, 'seed': seed, 'steps': int(run.steps), 'build_s': built - started,
-              'fit_s': ended - built, 'steps_per_s': run.steps / (ended - built),
+              'fit_s': ended - built, 'steps_per_s': run.steps / (ended - built), **seconds,
+              'collect_s': ended - built - seconds['first_update_s'] - seconds['update_s'],
               'mean_reward': float(run.mean_reward) if math.isfinite(run.mean_reward) else None}
     if target is not None:
         result.update(target=target, reached=bool(run.mean_reward >= target), time_to_target_s=ended - started)
@@ -79,29 +118,43 @@ def train(agent_name: str, env: str, seed: int, target: float | None, max_steps:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--output', help='also write the results to this JSON file')
-    parser.add_argument('--atari-steps', type=int, default=50_000, help='steps of the Atari run (0: skip it)')
+    parser.add_argument('--runs', nargs='+', choices=sorted(RUNS), default=list(RUNS), help='which runs (all)')
+    parser.add_argument('--max-steps', type=int, help='cap every run at this many steps')
+    parser.add_argument('--atari-steps', type=int, default=RUNS['ppo-pong'][3], help="steps of 'ppo-pong'")
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--act-on-device', action='store_true',
+                        help='act through the compiled model on the device, as agents do with a CNN (to compare)')
+    parser.add_argument('--output', help='also write the results to this JSON file')
     args = parser.parse_args()
     from xagents.utils.console import load_keras
 
     load_keras()
-    results = {'device': device(), 'runs': []}
+    results = {'device': device(), 'act_on_device': args.act_on_device, 'runs': []}
     print(json.dumps(results['device']), flush=True)
-    jobs = [(name, env, target, steps) for name, env, target, steps in RUNS]
-    if args.atari_steps:
-        jobs.append((*ATARI, None, args.atari_steps))
-    for name, env, target, steps in jobs:
-        result = train(name, env, args.seed, target, steps)
+    if args.act_on_device:
+        from xagents.networks import models
+
+        class OnDevice(models.NumpyForward):
+            supports = staticmethod(lambda model: False)
+
+        models.NumpyForward = OnDevice  # Forward's choice; updates are compiled as before
+    for name in args.runs:
+        agent_name, env, target, steps = RUNS[name]
+        steps = args.atari_steps if name == 'ppo-pong' else steps
+        if args.max_steps:
+            target, steps = None, min(steps, args.max_steps)
+        result = {'run': name, **train(agent_name, env, args.seed, target, steps)}
         results['runs'].append(result)
         reached = '' if target is None else (f", target {target:g} {'reached' if result['reached'] else 'MISSED'} "
                                               f"in {result['time_to_target_s']:.1f} s")
         mean = 'n/a (no episode ended)' if result['mean_reward'] is None else f"{result['mean_reward']:.1f}"
-        print(f"{name} {env}: {result['steps']:,} steps, {result['steps_per_s']:,.0f} steps/s, mean reward "
-              f"{mean}{reached} (build {result['build_s']:.1f} s)", flush=True)
-    if args.output:
-        with open(args.output, 'w') as file:
-            json.dump(results, file, indent=1)
+        print(f"{agent_name} {env}: {result['steps']:,} steps, {result['steps_per_s']:,.0f} steps/s, mean reward "
+              f"{mean}{reached} (build {result['build_s']:.1f} s; collection and the rest {result['collect_s']:.1f} s, "
+              f"first update {result['first_update_s']:.1f} s, {max(result['updates'] - 1, 0)} more {result['update_s']:.1f} s)",
+              flush=True)
+        if args.output:
+            with open(args.output, 'w') as file:
+                json.dump(results, file, indent=1)
 
 
 if __name__ == '__main__':

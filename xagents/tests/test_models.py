@@ -3,10 +3,12 @@ import glob
 import os
 
 import gymnasium as gym
+import keras
 import numpy as np
 import pytest
 
 import xagents
+from xagents import backend
 from xagents.networks.models import CfgError, NumpyForward, Output, build_model, is_image_space
 from xagents.utils.quiet_tensorflow import tf
 
@@ -79,22 +81,24 @@ def test_numpy_forward_matches_keras(tmp_path):
     assert not np.allclose(forward(observations)[1], expected[1])
 
 
-def test_acting_stays_in_the_graph_where_tensorflow_sees_a_gpu(tmp_path, monkeypatch):
-    # No GPU runs here: the device list is the one thing replaced, to check the choice the Forward makes.
+def test_a_dense_model_acts_in_numpy_where_tensorflow_sees_a_gpu_too(tmp_path, monkeypatch):
+    # No GPU runs here: the device list is the one thing replaced. A graph call is a round trip to the device, so a
+    # small dense model acts on the host there too; its copy follows the weights as on a CPU.
     from xagents.networks.models import Forward
 
     path = write(tmp_path, '[dense-1]\nunits=16\nactivation=tanh\n[dense-2]\noutput=1\n[dense-3]\nunits=1\noutput=1\n')
     model = build_model(path, VECTOR_SPACE, [Output('policy', 3), Output('value', 1)])
     observations = np.random.default_rng(0).uniform(-1, 1, (5, 6)).astype(np.float32)
-    on_cpu = Forward(model)
-    assert on_cpu.numpy is not None
     real = tf.config.list_logical_devices
     monkeypatch.setattr(tf.config, 'list_logical_devices',
                         lambda kind=None: [object()] if kind == 'GPU' else real(kind))
-    on_gpu = Forward(model)
-    assert on_gpu.numpy is None and on_gpu.graph is not None
-    for got, want in zip(on_gpu(observations), on_cpu(observations)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert backend.gpu_available()
+    forward = Forward(model)
+    assert forward.numpy is not None and forward.graph is None
+    model.layers[-1].kernel.assign(model.layers[-1].kernel + 1)
+    forward.refresh()
+    for got, want in zip(forward(observations), model(observations)):
+        np.testing.assert_allclose(got, keras.ops.convert_to_numpy(want), rtol=1e-5, atol=1e-5)
 
 
 def test_cnn_model_is_not_mirrored_in_numpy():
