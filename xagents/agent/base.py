@@ -64,6 +64,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     model_roles: tuple[str, ...] = ('model',)
     batch_renorm: dict | None = None  # the settings of cfg batch renormalisation layers, where the agent trains them
     network_variant = ''  # '-simba': the packaged SimBa networks (see the simba parameter)
+    dense_variant = ''  # the packaged dense cfgs built by default: models/ann-<role><dense_variant>.cfg (SAC: '-256')
     sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
     def __init_subclass__(cls, **kwargs) -> None:
         """Every agent's constructor takes renamed parameters by their old names for a release, and checks
@@ -260,7 +261,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         """Resolve a model argument: a network of the user's (a Keras model or layer, a PyTorch or Flax module) or a
         cfg path as given, or the packaged default.
 
-        The default is ``models/{ann,cnn}-<role><variant>.cfg`` beside the agent's module, else beside its
+        The default is ``models/{ann,cnn}-<role><variant>.cfg`` (dense ones with ``dense_variant``, so SAC's are
+        ``ann-actor-256.cfg``) beside the agent's module, else beside its
         base class's (TD3 uses DDPG's actor; PPO and A2C the shared ``xagents/agent/models``). A bare
         file name that is no file here names a packaged cfg the same way (a preset's
         ``"actor_model": "ann-actor-256.cfg"``). With ``simba`` the packaged SimBa network replaces both (a
@@ -275,7 +277,10 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             given, variant = None, self.network_variant + variant
         elif not packaged:
             return given
-        name = given or f'{"cnn" if is_image_space(observation_space) else "ann"}-{role}{variant}.cfg'
+        if is_image_space(observation_space):
+            name = given or f'cnn-{role}{variant}.cfg'
+        else:
+            name = given or f'ann-{role}{variant}{"" if self.network_variant else self.dense_variant}.cfg'
         for klass in type(self).__mro__:
             if issubclass(klass, BaseAgent):
                 root, *inner = klass.__module__.split('.')[:-1]

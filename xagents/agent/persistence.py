@@ -22,6 +22,7 @@ from xagents.storage.atomic import atomic_write, check_writable
 from xagents.replay.buffer_state import buffer_state, restore_buffer_state
 from xagents.storage.checkpoints import checkpoint_arrays, read_checkpoint, save_checkpoint, write_checkpoint
 from xagents.envs.creation import ENV_PARAMETERS, as_vector_env, create_envs, env_settings, vector_settings
+from xagents.networks.models import is_image_space
 from xagents.storage.history import check_identity
 from xagents.storage.readback import damaged, read_arrays
 from xagents.storage.saved import (FIX, MANIFEST, check_settings, json_values, read_manifest, saved_agent, saved_file,
@@ -162,6 +163,7 @@ def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
         envs = as_vector_env(env)
     try:
         check_identity(path, manifest['identity'], identity_of(cls.__name__, envs))  # before building
+        settings.update(former_default_models(cls, manifest, settings, envs.single_observation_space))
         agent = cls(envs, **settings)
         agent.run_defaults.update(run_settings)
         agent.restore(path, manifest)
@@ -169,6 +171,20 @@ def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
         envs.close()
         raise
     return agent
+
+
+DENSE_VARIANT_SINCE = (2, 1)  # the xagents version from which SAC and TQC build 256-256 networks by default
+
+
+def former_default_models(cls: type[BaseAgent], manifest: dict, settings: dict, space: gym.Space) -> dict:
+    """The models that a save of an xagents before 2.1 built by default where the agent's packaged dense default
+    has changed since (SAC's and TQC's 64-64 ``ann-<role>.cfg``, now ``ann-<role>-256.cfg``), for the saved
+    settings that leave them to the default (a save holds the arguments given)."""
+    saved_by = tuple(int(part) for part in manifest.get('xagents_version', '0').split('.')[:2] if part.isdigit())
+    if not cls.dense_variant or saved_by >= DENSE_VARIANT_SINCE or settings.get('simba') or is_image_space(space):
+        return {}
+    return {f'{role}_model': f'ann-{role}.cfg' for role in cls.model_roles
+            if f'{role}_model' in cls.parameter_names() and settings.get(f'{role}_model') is None}
 
 
 def restore(agent: BaseAgent, path: str, manifest: dict | None = None) -> None:
@@ -181,7 +197,17 @@ def restore(agent: BaseAgent, path: str, manifest: dict | None = None) -> None:
         if checkpoint.steps != manifest['steps']:
             raise ValueError(f'{checkpoint.path} is from step {checkpoint.steps}, {path} from step '
                              f'{manifest["steps"]}: a set torn while saving')
-        checkpoint.restore(agent.models[role], agent.optimizers.get(role))
+        try:
+            checkpoint.restore(agent.models[role], agent.optimizers.get(role))
+        except ValueError as error:
+            former = former_default_models(type(agent), manifest, agent.hyperparameters,
+                                           agent.envs.single_observation_space)
+            if not former:
+                raise
+            given = ', '.join(f'{name}={value!r}' for name, value in former.items())
+            flags = ' '.join(f'--{name.replace("_", "-")} {value}' for name, value in former.items())
+            raise ValueError(f'{error}: {path} was saved with the 64-64 networks that were the default before xagents '
+                             f'2.1; build the agent with them ({given}; on the command line {flags})') from None
         restore_extras(agent, role, checkpoint.extras)
     if 'buffer' in manifest['files']:
         load_buffer(agent, os.path.join(path, manifest['files']['buffer']))

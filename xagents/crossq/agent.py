@@ -28,6 +28,7 @@ class CrossQ(SAC):
     """
 
     masks_actions = False
+    dense_variant = ''  # its own packaged ann-actor.cfg and ann-critic.cfg, SB3-contrib's sizes
     supported_action_spaces = (gym.spaces.Box,)
     model_roles = ('actor', 'critic', 'alpha')
 

@@ -58,6 +58,7 @@ class SAC(OffPolicy):
     """
 
     masks_actions = True
+    dense_variant = '-256'  # SB3's 256-256 networks by default; presets of small tasks name the 64-64 ones
 
     model_roles = ('actor', 'critic', 'target_critic', 'alpha')
     metric_names = ('critic_loss', 'actor_loss', 'alpha_loss', 'alpha', 'entropy')
@@ -85,8 +86,10 @@ class SAC(OffPolicy):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg).
-            critic_model: Twin Q-functions, one model with two heads (default: packaged cfg).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg, 256-256 as
+                SB3's; ``ann-actor.cfg`` is 64-64).
+            critic_model: Twin Q-functions, one model with two heads (default: packaged cfg, each 256-256 as SB3's;
+                ``ann-critic.cfg`` is 64-64).
             lr: Learning rate of the actor, the critics and alpha.
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
             buffer_batch_size: Transitions per gradient step.

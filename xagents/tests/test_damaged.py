@@ -17,6 +17,8 @@ import zipfile
 import pyarrow.parquet as pq
 import pytest
 
+from xagents.version import __version__
+
 from xagents import DQN, PPO
 from xagents.training.callbacks import Saves
 from xagents.storage.history import read_history
@@ -186,7 +188,7 @@ def test_a_save_of_another_version_names_the_parameter_it_does_not_take(saved, w
     manifest['hyperparameters']['clip_schedule'] = 'linear'
     with open('ppo/agent.json', 'w') as file:
         json.dump(manifest, file)
-    message = ("ppo/agent.json lists the hyperparameter 'clip_schedule', which PPO of xagents 2.0.0 does not take "
+    message = (f"ppo/agent.json lists the hyperparameter 'clip_schedule', which PPO of xagents {__version__} does not take "
                "(saved by xagents 2.5.0): load it with that version, or delete 'clip_schedule' from ppo/agent.json "
                'to load it with this one')
     status, _, err = xagents_cli('train', 'ppo', *SMALL, '--weights', 'ppo', '--max-steps', '64')

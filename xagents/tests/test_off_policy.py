@@ -884,3 +884,47 @@ def test_dqns_generic_defaults_follow_the_observation_space_and_presets_keep_the
     assert float(QRDQN.from_env('Taxi-v4').optimizer.learning_rate) == pytest.approx(6.3e-4)
     assert float(QRDQN(Pictures(), buffer_max_size=2_000, buffer_initial_size=1_000).optimizer.learning_rate) == \
         pytest.approx(5e-5)
+
+
+def widths(model) -> list[int]:
+    """The units of a model's hidden dense layers (the heads are linear), in order."""
+    return [layer.units for layer in model.layers
+            if isinstance(layer, tf.keras.layers.Dense) and layer.activation.__name__ != 'linear']
+
+
+def test_sacs_and_tqcs_generic_networks_are_sb3s_256_256_and_presets_keep_theirs(tmp_path):
+    """No preset: SB3's 256-256 actor and critics (each critic its own tower); presets of small tasks keep the
+    64-64 ones they were measured with, a given cfg wins, CrossQ keeps SB3-contrib's sizes, and a save of an xagents
+    before 2.1 that left the networks to the default loads them 64-64, as they were built."""
+    import json
+
+    from xagents.crossq import CrossQ
+    from xagents.tqc import TQC
+
+    own = SAC.from_env('xagents.envs.unpreset:Own/Pendulum-v1')
+    assert widths(own.actor) == [256, 256] and widths(own.critic) == [256, 256, 256, 256]
+    assert widths(SAC.from_env('xagents.envs.unpreset:Own/CartPole-v1').actor) == [256, 256]  # Discrete actions
+    assert widths(TQC.from_env('xagents.envs.unpreset:Own/Pendulum-v1', n_critics=2).critic) == [256, 256] * 2
+    for preset in (SAC.from_env('Pendulum-v1'), SAC.from_env('CartPole-v1'), TQC.from_env('Pendulum-v1')):
+        assert widths(preset.actor) == [64, 64]
+    assert widths(SAC.from_env('Hopper-v5').actor) == [256, 256]
+    assert widths(SAC.from_env('xagents.envs.unpreset:Own/Pendulum-v1', actor_model='ann-actor.cfg').actor) == [64, 64]
+    assert widths(CrossQ.from_env('xagents.envs.unpreset:Own/Pendulum-v1').critic)[-2:] == [1024, 1024]
+
+    before = SAC.from_env('xagents.envs.unpreset:Own/Pendulum-v1', actor_model='ann-actor.cfg',
+                          critic_model='ann-critic.cfg', seed=0)
+    path = before.save(str(tmp_path / 'old'))
+    with open(tmp_path / 'old' / 'agent.json') as file:
+        manifest = json.load(file)
+    manifest['xagents_version'] = '2.0.0'  # what a save of 2.0 with the networks left to the default holds
+    del manifest['hyperparameters']['actor_model'], manifest['hyperparameters']['critic_model']
+    with open(tmp_path / 'old' / 'agent.json', 'w') as file:
+        json.dump(manifest, file)
+    loaded = SAC.load(path)
+    assert widths(loaded.actor) == [64, 64] and widths(loaded.critic) == [64, 64, 64, 64]
+    observations = np.zeros((1, 3), np.float32)
+    np.testing.assert_allclose(loaded.actor(observations), before.actor(observations), rtol=1e-6)
+    now = SAC.load(own.save(str(tmp_path / 'new')))
+    assert widths(now.actor) == [256, 256]
+    with pytest.raises(ValueError, match='default before xagents 2.1; .*--actor-model ann-actor.cfg --critic-model'):
+        own.restore(path)  # into an agent built with today's default: the message says how to build it

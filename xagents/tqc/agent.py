@@ -42,9 +42,10 @@ class TQC(SAC):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file, or from Python a Keras model (default: SAC's packaged cfg).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: SAC's packaged 256-256 cfg).
             critic_model: The critics, one model with ``n_critics`` heads of ``n_quantiles`` (default: packaged cfg,
-                whose one head and its tower are built once per critic).
+                whose one head and its 256-256 tower are built once per critic, SB3-contrib's sizes;
+                ``ann-critic.cfg`` is 64-64).
             n_critics: Critic networks (the paper's N).
             n_quantiles: Quantiles each critic estimates (the paper's M).
             top_quantiles_to_drop_per_net: Largest target quantiles dropped per critic (the paper's d; kN = N(M - d)
