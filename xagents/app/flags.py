@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any, Callable, Iterable
 
-from xagents.utils.names import suggestion
+from xagents.utils.names import SB3_VALUES, suggestion
 from xagents.app.signatures import StaticFunction
 from xagents.utils.validation import KEPT, RENAMED
 
@@ -47,10 +47,29 @@ class Flag:
         elif self.kind == 'dict':
             group.add_argument(self.option, nargs='+', metavar='KEY=VALUE', type=key_value, **options)
         else:
-            cast = {'int': int, 'float': float, 'str': str}[self.kind]
+            cast = _sb3_words({'int': int, 'float': float, 'str': str}[self.kind], self.name)
             metavar = {'int': 'N', 'float': 'X', 'str': 'S'}[self.kind]
             group.add_argument(self.option, type=cast if check is None else _checked(cast, check), metavar=metavar,
                                **options)
+
+
+def _sb3_words(cast: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """``cast``, whose refusal of a word Stable-Baselines3 takes for ``name`` (``--target-entropy auto``) says what
+    that word means here."""
+    hints = {word: hint for (owner, word), hint in SB3_VALUES.items() if owner == name and isinstance(word, str)}
+    if not hints:
+        return cast
+
+    def convert(word: str) -> Any:
+        try:
+            return cast(word)
+        except ValueError:
+            if word not in hints:
+                raise
+            raise argparse.ArgumentTypeError(f'invalid {cast.__name__} value: {word!r}: {hints[word]}') from None
+
+    convert.__name__ = cast.__name__  # argparse names the type in its own messages
+    return convert
 
 
 def _checked(cast: Callable[[str], Any], check: Callable[[Any], Any]) -> Callable[[str], Any]:

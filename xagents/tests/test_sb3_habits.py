@@ -173,6 +173,9 @@ SB3_HABITS = {
                        "alpha=X for a fixed entropy weight; left unset (ent_coef='auto') it is tuned automatically",
                        ['train', 'sac', '--ent-coef'], "--alpha X for a fixed entropy weight; without it "
                                                        "(ent_coef='auto') it is tuned automatically"),
+    'action_noise (TD3)': (lambda: TD3(gym.make('Pendulum-v1'), action_noise=None),
+                           "noise_type ('normal_0.1' for NormalActionNoise(sigma=0.1)", ['train', 'td3', '--action-noise'],
+                           '--noise-type normal_0.1 (NormalActionNoise(sigma=0.1))'),
     'progress_bar': (lambda: agent().fit(max_steps=10, progress_bar=True),
                      'quiet (fit draws a progress bar on a terminal unless quiet=True)',
                      ['train', 'ppo', '--progress-bar'], '--quiet (a progress bar is drawn on a terminal'),
@@ -189,11 +192,25 @@ def test_an_sb3_name_is_answered_with_the_xagents_way_in_python_and_on_the_comma
         call()
     assert pointer in str(error.value) and '\n' not in str(error.value)
     if argv is not None:
-        env = 'Pendulum-v1' if argv[1] == 'sac' else 'CartPole-v1'
+        env = 'Pendulum-v1' if argv[1] in ('sac', 'td3') else 'CartPole-v1'
         status, _, err = xagents_cli(*argv[:2], '--env', env, argv[2], '1')
         assert status == 2 and err.startswith(f'xagents {argv[0]} {argv[1]}: error: unrecognized arguments: '
                                               f'{argv[2]} 1 (did you mean ')
         assert flag_pointer in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize('name, python, word, meaning', [
+    ('target_entropy', 'auto', 'auto', "Stable-Baselines3's 'auto' is the default here: leave target_entropy unset"),
+    ('gradient_steps', -1, '-1', "Stable-Baselines3's -1 (as many gradient steps as env steps collected) is "
+                                 'gradient_steps equal to update_every'),
+])
+def test_an_sb3_value_is_refused_with_what_it_means_here(xagents_cli, name, python, word, meaning):
+    with pytest.raises(ValueError) as error:
+        SAC(gym.make('Pendulum-v1'), **{name: python})
+    assert str(error.value).endswith(meaning + (' (-dim(A) for Box actions, 0.98 log n for n discrete ones)'
+                                                 if name == 'target_entropy' else ''))
+    status, _, err = xagents_cli('train', 'sac', '--env', 'Pendulum-v1', f'--{name.replace("_", "-")}', word)
+    assert status == 2 and meaning in err and len(err.splitlines()) == 1
 
 
 def test_a_constructor_given_a_fit_setting_by_its_sb3_name_points_to_fit():

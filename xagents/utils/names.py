@@ -33,6 +33,10 @@ HOW: dict[str, tuple[str, str]] = {
                              '--her-goals and --her-strategy (HerReplayBuffer\'s n_sampled_goal and '
                              'goal_selection_strategy)'),
     'tensorboard_log': ('fit(tensorboard=DIR)', '--tensorboard DIR'),
+    'action_noise': ("noise_type ('normal_0.1' for NormalActionNoise(sigma=0.1), 'ou_0.2' for "
+                     'OrnsteinUhlenbeckActionNoise(sigma=0.2), scaled to the action bounds; DDPG and TD3)',
+                     '--noise-type normal_0.1 (NormalActionNoise(sigma=0.1)) or ou_0.2 '
+                     '(OrnsteinUhlenbeckActionNoise(sigma=0.2)), scaled to the action bounds; DDPG and TD3'),
     'tb_log_name': ("fit(tensorboard=DIR): the run's own directory, as tensorboard='logs/NAME'",
                     "--tensorboard DIR: the run's own directory, as --tensorboard logs/NAME"),
     'device': ("CUDA_VISIBLE_DEVICES (no device parameter: TensorFlow runs on a GPU it sees; "
@@ -69,6 +73,13 @@ BY_OWNER: dict[str, dict[str, tuple[str, str]]] = {
                            "--alpha X for a fixed entropy weight; without it (ent_coef='auto') it is tuned "
                            "automatically towards --target-entropy, from --initial-alpha (ent_coef='auto_0.1' is "
                            '--initial-alpha 0.1)')},
+}
+# Stable-Baselines3's special values of a parameter xagents shares, and how to say them here.
+SB3_VALUES: dict[tuple[str, object], str] = {
+    ('target_entropy', 'auto'): "Stable-Baselines3's 'auto' is the default here: leave target_entropy unset "
+                                '(-dim(A) for Box actions, 0.98 log n for n discrete ones)',
+    ('gradient_steps', -1): "Stable-Baselines3's -1 (as many gradient steps as env steps collected) is "
+                            'gradient_steps equal to update_every',
 }
 # Stable-Baselines3's methods that agents have under another name (or not at all): how to say them.
 SB3_METHODS: dict[str, str] = {

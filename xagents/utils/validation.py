@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import Any, Callable
 
-from xagents.utils.names import unknown_parameter
+from xagents.utils.names import SB3_VALUES, unknown_parameter
 
 # kind: (test, how the accepted range is written in messages)
 RULES: dict[str, tuple[Callable[[float], bool], str]] = {
@@ -66,7 +66,18 @@ KEPT = {'buffer_size'}
 
 def check_value(name: str, value: Any, annotation: str = '') -> None:
     """Raise a ValueError with "expected ..., got ..." if ``value`` breaks the rule of ``name``'s kind
-    or its annotated type. None passes where the annotation allows it."""
+    or its annotated type, saying what a value of Stable-Baselines3's means here. None passes where the annotation
+    allows it."""
+    try:
+        _check_value(name, value, annotation)
+    except ValueError as error:
+        hint = SB3_VALUES.get((name, value)) if isinstance(value, (str, int)) else None
+        if hint:
+            raise ValueError(f'{error}: {hint}') from None
+        raise
+
+
+def _check_value(name: str, value: Any, annotation: str) -> None:
     if value is None and (not annotation or 'None' in annotation):
         return
     number = isinstance(value, numbers.Number) and not isinstance(value, bool)
