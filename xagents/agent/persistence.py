@@ -173,12 +173,12 @@ def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
     return agent
 
 
-DENSE_VARIANT_SINCE = (2, 1)  # the xagents version from which SAC and TQC build 256-256 networks by default
+DENSE_VARIANT_SINCE = (2, 1)  # the xagents version from which SAC, TQC and DDPG build SB3's networks by default
 
 
 def former_default_models(cls: type[BaseAgent], manifest: dict, settings: dict, space: gym.Space) -> dict:
     """The models that a save of an xagents before 2.1 built by default where the agent's packaged dense default
-    has changed since (SAC's and TQC's 64-64 ``ann-<role>.cfg``, now ``ann-<role>-256.cfg``), for the saved
+    has changed since (SAC's, TQC's and DDPG's 64-64 ``ann-<role>.cfg``, now SB3's sizes), for the saved
     settings that leave them to the default (a save holds the arguments given)."""
     saved_by = tuple(int(part) for part in manifest.get('xagents_version', '0').split('.')[:2] if part.isdigit())
     if not cls.dense_variant or saved_by >= DENSE_VARIANT_SINCE or settings.get('simba') or is_image_space(space):

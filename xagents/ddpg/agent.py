@@ -28,6 +28,7 @@ class DDPG(OffPolicy):
     """
 
     supported_action_spaces = (gym.spaces.Box,)
+    dense_variant = '-400-300'  # SB3's networks by default; the presets of small tasks name the 64-64 ones
     model_roles = ('actor', 'critic', 'target_actor', 'target_critic')
     metric_names = ('critic_loss', 'actor_loss', 'q')
     n_critics = 1
@@ -53,8 +54,10 @@ class DDPG(OffPolicy):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg).
-            critic_model: Q-function(s) on observation and action concatenated (default: packaged cfg).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg, 400-300 as
+                SB3's; ``ann-actor.cfg`` is 64-64).
+            critic_model: Q-function(s) on observation and action concatenated (default: packaged cfg, 400-300 as
+                SB3's; ``ann-critic.cfg`` is 64-64).
             lr: Learning rate of the actor and the critic.
             buffer_initial_size: Transitions gathered with uniform random actions before learning starts.
             buffer_batch_size: Transitions per gradient step.

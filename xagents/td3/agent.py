@@ -18,6 +18,7 @@ class TD3(DDPG):
     """
 
     n_critics = 2
+    dense_variant = ''  # 64-64: it reaches the defaults suite's targets as soon as SB3's 400-300 or sooner
 
     def __init__(
         self,
@@ -32,8 +33,8 @@ class TD3(DDPG):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg).
-            critic_model: Twin Q-functions, one model with two heads (default: packaged cfg).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg, 64-64).
+            critic_model: Twin Q-functions, one model with two heads (default: packaged cfg, each 64-64).
             policy_delay: Gradient steps per actor and target update.
             policy_noise_coef: Standard deviation of the target policy smoothing noise.
             noise_clip: The smoothing noise is clipped to [-noise_clip, noise_clip].

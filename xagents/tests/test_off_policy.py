@@ -887,13 +887,14 @@ def test_dqns_generic_defaults_follow_the_observation_space_and_presets_keep_the
 
 
 def widths(model) -> list[int]:
-    """The units of a model's hidden dense layers (the heads are linear), in order."""
+    """The units of a model's hidden dense layers (ReLU, where the heads are linear or tanh), in order."""
     return [layer.units for layer in model.layers
-            if isinstance(layer, tf.keras.layers.Dense) and layer.activation.__name__ != 'linear']
+            if isinstance(layer, tf.keras.layers.Dense) and layer.activation.__name__ == 'relu']
 
 
-def test_sacs_and_tqcs_generic_networks_are_sb3s_256_256_and_presets_keep_theirs(tmp_path):
-    """No preset: SB3's 256-256 actor and critics (each critic its own tower); presets of small tasks keep the
+def test_sac_tqc_and_ddpg_build_sb3s_networks_by_default_and_presets_keep_theirs(tmp_path):
+    """No preset: SB3's 256-256 actor and critics (each critic its own tower), DDPG's 400-300; TD3 keeps 64-64 (it
+    reached the defaults suite's targets as soon as SB3's or sooner); presets of small tasks keep the
     64-64 ones they were measured with, a given cfg wins, CrossQ keeps SB3-contrib's sizes, and a save of an xagents
     before 2.1 that left the networks to the default loads them 64-64, as they were built."""
     import json
@@ -910,6 +911,9 @@ def test_sacs_and_tqcs_generic_networks_are_sb3s_256_256_and_presets_keep_theirs
     assert widths(SAC.from_env('Hopper-v5').actor) == [256, 256]
     assert widths(SAC.from_env('xagents.envs.unpreset:Own/Pendulum-v1', actor_model='ann-actor.cfg').actor) == [64, 64]
     assert widths(CrossQ.from_env('xagents.envs.unpreset:Own/Pendulum-v1').critic)[-2:] == [1024, 1024]
+    assert widths(DDPG.from_env('xagents.envs.unpreset:Own/Pendulum-v1').actor) == [400, 300]  # SB3's DDPG
+    assert widths(DDPG.from_env('Pendulum-v1').actor) == [64, 64]
+    assert widths(TD3.from_env('xagents.envs.unpreset:Own/Pendulum-v1').actor) == [64, 64]
 
     before = SAC.from_env('xagents.envs.unpreset:Own/Pendulum-v1', actor_model='ann-actor.cfg',
                           critic_model='ann-critic.cfg', seed=0)
