@@ -894,7 +894,7 @@ def widths(model) -> list[int]:
 
 def test_sac_tqc_and_ddpg_build_sb3s_networks_by_default_and_presets_keep_theirs(tmp_path):
     """No preset: SB3's 256-256 actor and critics (each critic its own tower), DDPG's 400-300; TD3 keeps 64-64 (it
-    reached the defaults suite's targets as soon as SB3's or sooner); presets of small tasks keep the
+    reached Pendulum's and PointReach's targets sooner than SB3's); presets of small tasks keep the
     64-64 ones they were measured with, a given cfg wins, CrossQ keeps SB3-contrib's sizes, and a save of an xagents
     before 2.1 that left the networks to the default loads them 64-64, as they were built."""
     import json
