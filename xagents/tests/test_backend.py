@@ -332,6 +332,26 @@ def test_jax_and_pytorch_train_save_load_resume_and_play_where_tensorflow_cannot
     assert ('exported to onnx' in child.stdout) == (name == 'torch')
 
 
+@pytest.mark.skipif(keras.backend.backend() != 'tensorflow', reason='runs JAX once, from this run')
+def test_the_gpu_check_runs_on_jax_on_a_cpu_where_tensorflow_cannot_be_imported(tmp_path):
+    """benchmarks/gpu.py as on an accelerator machine with JAX and no TensorFlow: it trains, and splits fit's time."""
+    blocked = tmp_path / 'blocked' / 'tensorflow'
+    blocked.mkdir(parents=True)
+    (blocked / '__init__.py').write_text('raise ImportError("TensorFlow is not installed here")\n')
+    script = os.path.join(os.path.dirname(__file__), '..', '..', 'benchmarks', 'gpu.py')
+    child = subprocess.run([sys.executable, script, '--runs', 'ppo-cartpole', 'sac-pendulum', '--max-steps', '1200',
+                            '--output', 'gpu.json'], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                           env={**os.environ, 'KERAS_BACKEND': 'jax', 'PYTHONPATH': str(blocked.parent)})
+    assert child.returncode == 0, child.stderr[-3000:]
+    with open(tmp_path / 'gpu.json') as file:
+        results = json.load(file)
+    assert results['device']['backend'] == 'jax' and results['device']['gpu'] is False
+    assert [run['run'] for run in results['runs']] == ['ppo-cartpole', 'sac-pendulum']
+    for run in results['runs']:  # SAC learns after 1,000 steps: its first updates come after them
+        assert run['steps'] >= 1200 and run['updates'] >= 2 and run['first_update_s'] > 0 and run['update_s'] > 0
+        assert 0 < run['collect_s'] < run['fit_s'] and run['first_update_s'] + run['update_s'] < run['fit_s']
+
+
 NO_TENSORFLOW_INSTALLED = """
 import importlib.util, os
 real = importlib.util.find_spec
