@@ -207,6 +207,8 @@ class OffPolicy(BaseAgent):
     def build_target(self, role: str, online: keras.Model) -> keras.Model:
         """A copy of ``online`` that follows it by Polyak averaging (saved under ``role``)."""
         target = copy_model(online)
+        if getattr(online, 'layer_graph', None) is not None:  # a cfg model's: the copy computes as directly
+            target.layer_graph = online.layer_graph.of(target)
         target.set_weights(online.get_weights())
         target.trainable = False
         self.models[role] = target

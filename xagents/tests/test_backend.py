@@ -18,6 +18,13 @@ from xagents import backend
 pytestmark = pytest.mark.backends
 
 RNG = np.random.default_rng(0)
+PACKAGE = os.path.dirname(os.path.dirname(__file__))
+
+
+def gym_box(shape: tuple, dtype=np.float32):
+    import gymnasium as gym
+    return gym.spaces.Box(0, 255, shape, dtype) if dtype == np.uint8 else gym.spaces.Box(-1, 1, shape, dtype)
+
 X = RNG.normal(size=(16, 3)).astype(np.float32)
 Y = RNG.normal(size=(16, 1)).astype(np.float32)
 WEIGHTS = [RNG.normal(size=(3, 5)).astype(np.float32) * 0.5, RNG.normal(size=5).astype(np.float32) * 0.1,
@@ -154,6 +161,98 @@ def test_every_backend_computes_the_same_update_from_the_same_weights():
         np.testing.assert_allclose(other['last'], tensorflow['last'], rtol=1e-4)
         for a, b in zip(other['weights'], tensorflow['weights']):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _keras_call(model, inputs, training):
+    """What Keras computes through the model's layers, bypassing the direct path."""
+    return keras.tree.flatten(keras.Model.__call__(model, inputs, training=training))
+
+
+def _numpy(structure) -> list[np.ndarray]:
+    return [ops.convert_to_numpy(ops.stop_gradient(x)) for x in keras.tree.flatten(structure)]
+
+
+DIRECT_CASES = {  # a cfg, its space, the outputs asked, and options
+    'two towers, gSDE features': ('agent/models/ann-model.cfg', gym_box((6,)), (3, 1), {'features': True}),
+    'flattened (3, 4) input': ('agent/models/ann-model.cfg', gym_box((3, 4)), (2, 1), {}),
+    'uint8 vector scaled 1/255': ('dqn/models/ann-model.cfg', gym_box((5,), np.uint8), (4,), {}),
+    'SimBa residual blocks': ('sac/models/ann-critic-simba.cfg', gym_box((5,)), (1, 1), {}),
+    'batch renormalisation': ('crossq/models/ann-critic.cfg', gym_box((5,)), (1, 1), {'batch_renorm': {}, 'repeat_head': True}),
+    'Dict observations': ('agent/models/ann-model.cfg', 'dict', (2, 1), {}),
+}
+
+
+@pytest.mark.parametrize('case', DIRECT_CASES)
+def test_a_cfg_mlp_computes_directly_what_keras_computes_through_its_layers(case):
+    # Small cfg MLPs skip Keras' per-layer call machinery (on PyTorch it cost more than the maths): their outputs,
+    # gradients and batch-renormalisation statistics must be Keras' own, in training mode and out of it.
+    import gymnasium as gym
+    from xagents.networks.models import Output, build_model, direct_forward
+
+    path, space, units, options = DIRECT_CASES[case]
+    if space == 'dict':
+        space = gym.spaces.Dict({'position': gym.spaces.Box(-1, 1, (3,), np.float32), 'heading': gym.spaces.Discrete(4)})
+    model = build_model(os.path.join(PACKAGE, path), space, [Output(f'out{i}', n) for i, n in enumerate(units)],
+                        **options)
+    assert direct_forward(model) is not None
+    size = model.inputs[0].shape[1:]
+    x = RNG.uniform(0, 255 if space.dtype == np.uint8 else 1, (8, *size)).astype(model.inputs[0].dtype)
+    for training in (False, True):
+        before = _numpy(model.variables)
+        want = _numpy(_keras_call(model, x, training))
+        keras_state = _numpy(model.variables)
+        for variable, value in zip(model.variables, before):
+            variable.assign(value)
+        got = _numpy(model(x, training=training))
+        assert model._direct is not None and len(got) == len(want) == len(units) + options.get('features', 0)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        for a, b in zip(_numpy(model.variables), keras_state):  # batch renormalisation's statistics move alike
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    def loss(call):
+        return lambda: (sum(ops.sum(output * (i + 1)) for i, output in enumerate(keras.tree.flatten(call()))), 0)
+
+    weights = _numpy(model.variables)
+    (_, _), direct = backend.value_and_grad(loss(lambda: model(x)), model.trainable_variables)
+    for variable, value in zip(model.variables, weights):
+        variable.assign(value)
+    (_, _), through_keras = backend.value_and_grad(loss(lambda: _keras_call(model, x, None)),
+                                                   model.trainable_variables)
+    assert any(np.abs(g).max() > 0 for g in _numpy(direct))
+    for a, b in zip(_numpy(direct), _numpy(through_keras)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_target_network_computes_directly_with_its_own_weights():
+    from xagents import DQN
+    from xagents.networks.models import CfgModel
+
+    agent = DQN.from_env('CartPole-v1', seed=0, quiet=True)
+    target, online = agent.target_model, agent.model
+    assert isinstance(target, CfgModel)
+    online.layers[-1].kernel.assign(online.layers[-1].kernel + 1)  # the target must not follow it
+    x = RNG.normal(size=(4, 4)).astype(np.float32)
+    got, want = _numpy(target(x)), _numpy(_keras_call(target, x, False))
+    assert target._direct is not None
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got[0], _numpy(online(x))[0])
+
+
+def test_recurrent_bf16_and_convolutional_models_go_through_keras():
+    import gymnasium as gym
+    from xagents.networks.models import Output, build_model, direct_forward
+
+    vector = gym.spaces.Box(-1, 1, (4,), np.float32)
+    models = [
+        build_model(os.path.join(PACKAGE, 'agent/models/ann-model-recurrent.cfg'), vector, [Output('a', 2), Output('v', 1)],
+                    recurrent='lstm'),
+        build_model(os.path.join(PACKAGE, 'agent/models/ann-model.cfg'), vector, [Output('a', 2), Output('v', 1)],
+                    precision='bf16'),
+        build_model(os.path.join(PACKAGE, 'dqn/models/cnn-model.cfg'), gym.spaces.Box(0, 255, (84, 84, 4), np.uint8),
+                    [Output('q', 4)]),
+    ]
+    assert [direct_forward(model) for model in models] == [None, None, None]
 
 
 @pytest.mark.skipif(keras.backend.backend() == 'tensorflow', reason='TensorFlow exports in its own process')
