@@ -2,6 +2,7 @@
 figures, asserts nothing::
 
     KERAS_BACKEND=jax python benchmarks/gpu.py [--runs NAME ...] [--max-steps N] [--atari-steps 50000]
+                                               [--mujoco-steps 15000] [--eval-frequency N] [--eval-episodes 10]
                                                [--act-on-device] [--seed 0] [--output results.json]
 
 Self-contained: it runs from a checkout (no install) wherever Keras, Gymnasium (with ale-py for the Atari run and
@@ -10,8 +11,13 @@ run builds an agent with its preset's settings, one seed, and trains:
 
 - to a target (a training mean reward): PPO on CartPole-v1 to 475, SAC, TQC and CrossQ on Pendulum-v1 to -200,
   QR-DQN on CartPole-v1 to 475: steps, time to target (building the agent and compiling included) and steps/s;
-- for a fixed number of steps: PPO on Pong (``PongNoFrameskip-v4``, 8 envs, ``--atari-steps``) and CrossQ on
-  Hopper-v5 with the paper's 2048-2048 critics (15,000 steps, the first 5,000 without updates): steps/s.
+- for a fixed number of steps: PPO on Pong (``PongNoFrameskip-v4``, 8 envs, ``--atari-steps``), CrossQ on
+  Hopper-v5 and HalfCheetah-v5 with the paper's 2048-2048 critics and TQC on them with RL Zoo's settings
+  (``--mujoco-steps``, 15,000 by default, the first 5,000 or 10,000 without updates): steps/s.
+
+``--eval-frequency`` adds deterministic evaluations (``--eval-episodes`` each) as ``xagents train`` makes them:
+with ``--mujoco-steps 300000`` a MuJoCo run is one seed of the papers' 300k-step comparison. Each evaluation is
+written to the JSON file as it is made, so a run cut short keeps its curve.
 
 Every run also splits ``fit``'s time between the first update (tracing and compiling), the other updates and
 the rest: collection (acting and env stepping) and bookkeeping. ``--max-steps`` caps every run (a quick check that
@@ -42,7 +48,11 @@ RUNS = {
     'qrdqn-cartpole': ('qrdqn', 'CartPole-v1', 475.0, 50_000),
     'ppo-pong': ('ppo', 'PongNoFrameskip-v4', None, 50_000),
     'crossq-hopper': ('crossq', 'Hopper-v5', None, 15_000),
+    'crossq-halfcheetah': ('crossq', 'HalfCheetah-v5', None, 15_000),
+    'tqc-hopper': ('tqc', 'Hopper-v5', None, 15_000),
+    'tqc-halfcheetah': ('tqc', 'HalfCheetah-v5', None, 15_000),
 }
+MUJOCO = {name for name, (_, env, _, _) in RUNS.items() if env.endswith('-v5')}
 
 
 def device() -> dict:
@@ -95,8 +105,26 @@ def timed(agent) -> dict:
     return seconds
 
 
-def train(agent_name: str, env: str, seed: int, target: float | None, max_steps: int) -> dict:
-    """Build the preset agent and train it to ``target`` (a training mean reward) or for ``max_steps``."""
+def evaluations(record: dict, save, started: float):
+    """A callback that adds each deterministic evaluation to ``record`` as ``[step, mean reward]``, prints it
+    and calls ``save``."""
+    from xagents.training.callbacks import Callback
+
+    class Evaluations(Callback):
+        def on_metrics(self, run, metrics: dict[str, float]) -> None:
+            if 'eval_reward' in metrics:
+                record['evaluations'].append([int(run.steps), float(metrics['eval_reward'])])
+                print(f"{record['agent']} {record['env']} seed {record['seed']}: step {run.steps:,} evaluation "
+                      f"{metrics['eval_reward']:.1f} ({time.perf_counter() - started:.0f} s)", flush=True)
+                save()
+
+    return Evaluations()
+
+
+def train(agent_name: str, env: str, seed: int, target: float | None, max_steps: int,
+          eval_frequency: int | None = None, eval_episodes: int = 10, save=lambda record: None) -> dict:
+    """Build the preset agent and train it to ``target`` (a training mean reward) or for ``max_steps``, evaluating
+    every ``eval_frequency`` steps; ``save`` gets the record so far after each evaluation."""
     from xagents.envs.creation import close_envs
     from xagents.registry import agent_class
 
@@ -104,9 +132,12 @@ def train(agent_name: str, env: str, seed: int, target: float | None, max_steps:
     agent = agent_class(agent_name).from_env(env, seed=seed, quiet=True)
     built = time.perf_counter()
     seconds = timed(agent)
-    run = agent.fit(target_reward=target, max_steps=max_steps)
+    record = {'agent': agent_name, 'env': env, 'seed': seed, 'evaluations': []}
+    callbacks = [evaluations(record, lambda: save(record), started)] if eval_frequency else []
+    run = agent.fit(target_reward=target, max_steps=max_steps, eval_frequency=eval_frequency,
+                    eval_episodes=eval_episodes, callbacks=callbacks)
     ended = time.perf_counter()
-    result = {'agent': agent_name, 'env': env, 'seed': seed, 'steps': int(run.steps), 'build_s': built - started,
+    result = {**record, 'steps': int(run.steps), 'build_s': built - started,
               'fit_s': ended - built, 'steps_per_s': run.steps / (ended - built), **seconds,
               'collect_s': ended - built - seconds['first_update_s'] - seconds['update_s'],
               'mean_reward': float(run.mean_reward) if math.isfinite(run.mean_reward) else None}
@@ -121,6 +152,10 @@ def main() -> None:
     parser.add_argument('--runs', nargs='+', choices=sorted(RUNS), default=list(RUNS), help='which runs (all)')
     parser.add_argument('--max-steps', type=int, help='cap every run at this many steps')
     parser.add_argument('--atari-steps', type=int, default=RUNS['ppo-pong'][3], help="steps of 'ppo-pong'")
+    parser.add_argument('--mujoco-steps', type=int, default=RUNS['crossq-hopper'][3],
+                        help='steps of the MuJoCo runs (300000: the papers\' comparison)')
+    parser.add_argument('--eval-frequency', type=int, help='evaluate every this many steps (default: never)')
+    parser.add_argument('--eval-episodes', type=int, default=10, help='deterministic episodes per evaluation')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--act-on-device', action='store_true',
                         help='act through the compiled model on the device, as agents do with a CNN (to compare)')
@@ -140,10 +175,15 @@ def main() -> None:
         models.NumpyForward = OnDevice  # Forward's choice; updates are compiled as before
     for name in args.runs:
         agent_name, env, target, steps = RUNS[name]
-        steps = args.atari_steps if name == 'ppo-pong' else steps
+        steps = args.atari_steps if name == 'ppo-pong' else args.mujoco_steps if name in MUJOCO else steps
         if args.max_steps:
             target, steps = None, min(steps, args.max_steps)
-        result = {'run': name, **train(agent_name, env, args.seed, target, steps)}
+
+        def save(record: dict) -> None:  # a run's evaluations so far, beside the finished runs
+            write(args.output, {**results, 'runs': [*results['runs'], {'run': name, **record, 'finished': False}]})
+
+        result = {'run': name, **train(agent_name, env, args.seed, target, steps, args.eval_frequency,
+                                       args.eval_episodes, save), 'finished': True}
         results['runs'].append(result)
         reached = '' if target is None else (f", target {target:g} {'reached' if result['reached'] else 'MISSED'} "
                                               f"in {result['time_to_target_s']:.1f} s")
@@ -152,9 +192,15 @@ def main() -> None:
               f"{mean}{reached} (build {result['build_s']:.1f} s; collection and the rest {result['collect_s']:.1f} s, "
               f"first update {result['first_update_s']:.1f} s, {max(result['updates'] - 1, 0)} more {result['update_s']:.1f} s)",
               flush=True)
-        if args.output:
-            with open(args.output, 'w') as file:
-                json.dump(results, file, indent=1)
+        write(args.output, results)
+
+
+def write(path: str | None, results: dict) -> None:
+    """Rewrite the JSON file (none: nothing)."""
+    if path:
+        with open(path + '.part', 'w') as file:
+            json.dump(results, file, indent=1)
+        os.replace(path + '.part', path)
 
 
 if __name__ == '__main__':
