@@ -4,6 +4,7 @@ keep what they were given, and the backends compute the same numbers from the sa
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -433,13 +434,15 @@ def test_jax_and_pytorch_train_save_load_resume_and_play_where_tensorflow_cannot
 
 @pytest.mark.skipif(keras.backend.backend() != 'tensorflow', reason='runs JAX once, from this run')
 def test_the_gpu_check_runs_on_jax_on_a_cpu_where_tensorflow_cannot_be_imported(tmp_path):
-    """benchmarks/gpu.py as on an accelerator machine with JAX and no TensorFlow: it trains, and splits fit's time."""
+    """benchmarks/gpu.py as on an accelerator machine with JAX and no TensorFlow: it trains, splits fit's time, and
+    records each deterministic evaluation at its step."""
     blocked = tmp_path / 'blocked' / 'tensorflow'
     blocked.mkdir(parents=True)
     (blocked / '__init__.py').write_text('raise ImportError("TensorFlow is not installed here")\n')
     script = os.path.join(os.path.dirname(__file__), '..', '..', 'benchmarks', 'gpu.py')
     child = subprocess.run([sys.executable, script, '--runs', 'ppo-cartpole', 'sac-pendulum', '--max-steps', '1200',
-                            '--output', 'gpu.json'], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                            '--eval-frequency', '600', '--eval-episodes', '2', '--output', 'gpu.json'],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path,
                            env={**os.environ, 'KERAS_BACKEND': 'jax', 'PYTHONPATH': str(blocked.parent)})
     assert child.returncode == 0, child.stderr[-3000:]
     with open(tmp_path / 'gpu.json') as file:
@@ -449,6 +452,9 @@ def test_the_gpu_check_runs_on_jax_on_a_cpu_where_tensorflow_cannot_be_imported(
     for run in results['runs']:  # SAC learns after 1,000 steps: its first updates come after them
         assert run['steps'] >= 1200 and run['updates'] >= 2 and run['first_update_s'] > 0 and run['update_s'] > 0
         assert 0 < run['collect_s'] < run['fit_s'] and run['first_update_s'] + run['update_s'] < run['fit_s']
+        assert run['finished'] and [step >= due for (step, _), due in zip(run['evaluations'], (600, 1200))] == [True] * 2
+        assert all(math.isfinite(reward) for _, reward in run['evaluations'])
+        assert f"{run['agent']} {run['env']} seed 0: step {run['evaluations'][0][0]:,} evaluation" in child.stdout
 
 
 NO_TENSORFLOW_INSTALLED = """
