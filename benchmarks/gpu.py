@@ -196,11 +196,12 @@ def main() -> None:
 
 
 def write(path: str | None, results: dict) -> None:
-    """Rewrite the JSON file (none: nothing)."""
+    """Rewrite the JSON file whole, never half-written (none: nothing)."""
+    from xagents.storage.atomic import atomic_write
+
     if path:
-        with open(path + '.part', 'w') as file:
-            json.dump(results, file, indent=1)
-        os.replace(path + '.part', path)
+        with atomic_write(path) as file:
+            file.write(json.dumps(results, indent=1).encode())
 
 
 if __name__ == '__main__':
