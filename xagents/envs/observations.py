@@ -351,11 +351,6 @@ class DictObservations:
                 part[:] = values.reshape(n, -1)
         return packed
 
-    def pack_list(self, observations: Iterable[Mapping[str, np.ndarray]]) -> np.ndarray:
-        """Single Dict observations (an env's ``final_obs`` entries) packed into one batch."""
-        observations = list(observations)
-        return self.pack({key.name: np.stack([each[key.name] for each in observations]) for key in self.keys})
-
     def unpack(self, packed: np.ndarray) -> dict[str, np.ndarray]:
         """The Dict observations of a packed ``(n, size)`` batch, each key in its space's dtype and shape."""
         n = len(packed)

@@ -51,6 +51,11 @@ class Tracer(gym.Env):
         return -np.abs(np.asarray(achieved_goal) - np.asarray(desired_goal)).sum(-1).astype(np.float32)
 
 
+def pack_list(keys: DictObservations, observations: list) -> np.ndarray:
+    """Single Dict observations, as an env returns them, packed into one batch."""
+    return keys.pack({key.name: np.stack([each[key.name] for each in observations]) for key in keys.keys})
+
+
 def tracer_agent(n_envs: int = 3, capacity: int = 10_000, strategy: str = 'future') -> DQN:
     """A DQN with HER on ``n_envs`` Tracers (env ``i`` is Tracer ``i``), acting at random: only its buffer is used."""
     envs = gym.vector.SyncVectorEnv([functools.partial(Tracer, i) for i in range(n_envs)],
@@ -213,7 +218,7 @@ def test_a_workers_columns_keep_their_own_episodes_and_a_cut_one_ends_there():
                 buffer.truncate(slice(1, 2))
                 observations[1] = env.reset()[0]
             next_observation, reward, terminated, truncated, _ = env.step(0)
-            buffer.add(keys.pack_list([observations[column]]), [0], [reward], keys.pack_list([next_observation]),
+            buffer.add(pack_list(keys, [observations[column]]), [0], [reward], pack_list(keys, [next_observation]),
                        [terminated], [truncated], columns=slice(column, column + 1))
             observations[column] = env.reset()[0] if terminated or truncated else next_observation
     batch = buffer.sample(300)
@@ -258,7 +263,7 @@ def test_a_faulty_compute_reward_is_caught_where_her_calls_it_and_named(compute_
     space = BitFlipping(4).observation_space
     keys = DictObservations.of(space)
     buffer = HerReplayBuffer(16, 1, space, gym.spaces.Discrete(4), compute_reward, seed=0)
-    observation = keys.pack_list([space.sample()])
+    observation = pack_list(keys, [space.sample()])
     buffer.add(observation, [0], [-1.0], observation, [True], [False])
     with pytest.raises(EnvError, match='^the goal env in compute_reward at env step 1: .*' + message) as caught:
         buffer.sample(5)
