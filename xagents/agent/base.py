@@ -65,6 +65,7 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
     batch_renorm: dict | None = None  # the settings of cfg batch renormalisation layers, where the agent trains them
     network_variant = ''  # '-simba': the packaged SimBa networks (see the simba parameter)
     dense_variant = ''  # the packaged dense cfgs built by default: models/ann-<role><dense_variant>.cfg (SAC: '-256')
+    dense_variant_since = (2, 1)  # the xagents version from which dense_variant is the default (64-64 before)
     sde: StateDependentNoise | None = None  # gSDE exploration noise, for agents that use it
     def __init_subclass__(cls, **kwargs) -> None:
         """Every agent's constructor takes renamed parameters by their old names for a release, and checks

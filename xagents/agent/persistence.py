@@ -173,15 +173,13 @@ def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
     return agent
 
 
-DENSE_VARIANT_SINCE = (2, 1)  # the xagents version from which SAC, TQC and DDPG build SB3's networks by default
-
-
 def former_default_models(cls: type[BaseAgent], manifest: dict, settings: dict, space: gym.Space) -> dict:
-    """The models that a save of an xagents before 2.1 built by default where the agent's packaged dense default
-    has changed since (SAC's, TQC's and DDPG's 64-64 ``ann-<role>.cfg``, now SB3's sizes), for the saved
-    settings that leave them to the default (a save holds the arguments given)."""
+    """The models that a save of an xagents before ``cls.dense_variant_since`` built by default where the agent's
+    packaged dense default has changed since (SAC's, TQC's and DDPG's 64-64 ``ann-<role>.cfg`` before 2.1, TD3's
+    before 2.2, now SB3's sizes), for the saved settings that leave them to the default (a save holds the
+    arguments given)."""
     saved_by = tuple(int(part) for part in manifest.get('xagents_version', '0').split('.')[:2] if part.isdigit())
-    if not cls.dense_variant or saved_by >= DENSE_VARIANT_SINCE or settings.get('simba') or is_image_space(space):
+    if not cls.dense_variant or saved_by >= cls.dense_variant_since or settings.get('simba') or is_image_space(space):
         return {}
     return {f'{role}_model': f'ann-{role}.cfg' for role in cls.model_roles
             if f'{role}_model' in cls.parameter_names() and settings.get(f'{role}_model') is None}
@@ -206,8 +204,9 @@ def restore(agent: BaseAgent, path: str, manifest: dict | None = None) -> None:
                 raise
             given = ', '.join(f'{name}={value!r}' for name, value in former.items())
             flags = ' '.join(f'--{name.replace("_", "-")} {value}' for name, value in former.items())
+            since = '.'.join(map(str, type(agent).dense_variant_since))
             raise ValueError(f'{error}: {path} was saved with the 64-64 networks that were the default before xagents '
-                             f'2.1; build the agent with them ({given}; on the command line {flags})') from None
+                             f'{since}; build the agent with them ({given}; on the command line {flags})') from None
         restore_extras(agent, role, checkpoint.extras)
     if 'buffer' in manifest['files']:
         load_buffer(agent, os.path.join(path, manifest['files']['buffer']))

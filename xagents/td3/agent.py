@@ -18,7 +18,8 @@ class TD3(DDPG):
     """
 
     n_critics = 2
-    dense_variant = ''  # 64-64: on Pendulum and PointReach it learns sooner than SB3's TD3 with 400-300
+    dense_variant = '-400-300'  # SB3's networks by default; the presets of small tasks name the 64-64 ones
+    dense_variant_since = (2, 2)
 
     def __init__(
         self,
@@ -33,8 +34,10 @@ class TD3(DDPG):
     ) -> None:
         """
         Args:
-            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg, 64-64).
-            critic_model: Twin Q-functions, one model with two heads (default: packaged cfg, each 64-64).
+            actor_model: Policy: a .cfg file, or from Python a Keras model (default: packaged cfg, 400-300 as
+                SB3's; ``ann-actor.cfg`` is 64-64).
+            critic_model: Twin Q-functions, one model with two heads (default: packaged cfg, each 400-300 as
+                SB3's; ``ann-critic.cfg`` is 64-64).
             policy_delay: Gradient steps per actor and target update.
             policy_noise_coef: Standard deviation of the target policy smoothing noise.
             noise_clip: The smoothing noise is clipped to [-noise_clip, noise_clip].

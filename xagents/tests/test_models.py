@@ -142,7 +142,7 @@ def test_missing_cfg_file():
 
 @pytest.mark.parametrize('agent, env_id, files', [
     ('ppo', 'CartPole-v1', ['agent/models/ann-model.cfg']), ('a2c', 'PongNoFrameskip-v4', ['agent/models/cnn-model.cfg']),
-    ('td3', 'Pendulum-v1', ['ddpg/models/ann-actor.cfg', 'td3/models/ann-critic.cfg']),
+    ('td3', 'Pendulum-v1', ['ddpg/models/ann-actor-400-300.cfg', 'td3/models/ann-critic-400-300.cfg']),
 ])
 def test_default_models_fall_back_along_the_class_hierarchy(agent, env_id, files):
     """An agent without its own default cfg for a role uses its base class's (no copies to keep in step)."""

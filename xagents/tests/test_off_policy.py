@@ -893,10 +893,10 @@ def widths(model) -> list[int]:
 
 
 def test_sac_tqc_and_ddpg_build_sb3s_networks_by_default_and_presets_keep_theirs(tmp_path):
-    """No preset: SB3's 256-256 actor and critics (each critic its own tower), DDPG's 400-300; TD3 keeps 64-64 (it
-    reached Pendulum's and PointReach's targets sooner than SB3's); presets of small tasks keep the
-    64-64 ones they were measured with, a given cfg wins, CrossQ keeps SB3-contrib's sizes, and a save of an xagents
-    before 2.1 that left the networks to the default loads them 64-64, as they were built."""
+    """No preset: SB3's 256-256 actor and critics (each critic its own tower), DDPG's and TD3's 400-300; presets of
+    small tasks keep the 64-64 ones they were measured with, a given cfg wins, CrossQ keeps SB3-contrib's sizes, and
+    a save of an xagents before 2.1 (TD3: 2.2) that left the networks to the default loads them 64-64, as they were
+    built."""
     import json
 
     from xagents.crossq import CrossQ
@@ -913,7 +913,11 @@ def test_sac_tqc_and_ddpg_build_sb3s_networks_by_default_and_presets_keep_theirs
     assert widths(CrossQ.from_env('xagents.envs.unpreset:Own/Pendulum-v1').critic)[-2:] == [1024, 1024]
     assert widths(DDPG.from_env('xagents.envs.unpreset:Own/Pendulum-v1').actor) == [400, 300]  # SB3's DDPG
     assert widths(DDPG.from_env('Pendulum-v1').actor) == [64, 64]
-    assert widths(TD3.from_env('xagents.envs.unpreset:Own/Pendulum-v1').actor) == [64, 64]
+    assert widths(TD3.from_env('xagents.envs.unpreset:Own/Pendulum-v1').actor) == [400, 300]  # SB3's TD3
+    assert widths(TD3.from_env('xagents.envs.unpreset:Own/Pendulum-v1').critic) == [400, 400, 300, 300]  # two towers
+    for preset in ('Pendulum-v1', 'MountainCarContinuous-v0', 'BipedalWalker-v3', 'PointReach-v0'):
+        assert widths(TD3.from_env(preset).actor) == [64, 64], preset
+    assert widths(TD3.from_env('LunarLanderContinuous-v3').actor) == [400, 300]
 
     before = SAC.from_env('xagents.envs.unpreset:Own/Pendulum-v1', actor_model='ann-actor.cfg',
                           critic_model='ann-critic.cfg', seed=0)
@@ -932,3 +936,18 @@ def test_sac_tqc_and_ddpg_build_sb3s_networks_by_default_and_presets_keep_theirs
     assert widths(now.actor) == [256, 256]
     with pytest.raises(ValueError, match='default before xagents 2.1; .*--actor-model ann-actor.cfg --critic-model'):
         own.restore(path)  # into an agent built with today's default: the message says how to build it
+
+    td3 = TD3.from_env('xagents.envs.unpreset:Own/Pendulum-v1', actor_model='ann-actor.cfg',
+                       critic_model='ann-critic.cfg', seed=0)
+    td3_path = td3.save(str(tmp_path / 'td3'))
+    with open(tmp_path / 'td3' / 'agent.json') as file:
+        manifest = json.load(file)
+    manifest['xagents_version'] = '2.1.0'  # TD3's default was still 64-64 in 2.1
+    del manifest['hyperparameters']['actor_model'], manifest['hyperparameters']['critic_model']
+    with open(tmp_path / 'td3' / 'agent.json', 'w') as file:
+        json.dump(manifest, file)
+    assert widths(TD3.load(td3_path).actor) == [64, 64]
+    wide = TD3.from_env('xagents.envs.unpreset:Own/Pendulum-v1')
+    assert widths(TD3.load(wide.save(str(tmp_path / 'td3-new'))).actor) == [400, 300]
+    with pytest.raises(ValueError, match='default before xagents 2.2; .*--actor-model ann-actor.cfg --critic-model'):
+        wide.restore(td3_path)
