@@ -77,7 +77,7 @@ BY_OWNER: dict[str, dict[str, tuple[str, str]]] = {
 # Stable-Baselines3's special values of a parameter xagents shares, and how to say them here.
 SB3_VALUES: dict[tuple[str, object], str] = {
     ('target_entropy', 'auto'): "Stable-Baselines3's 'auto' is the default here: leave target_entropy unset "
-                                '(-dim(A) for Box actions, 0.98 log n for n discrete ones)',
+                                '(-dim(A) for Box actions, 0.89 log n for n discrete ones)',
     ('gradient_steps', -1): "Stable-Baselines3's -1 (as many gradient steps as env steps collected) is "
                             'gradient_steps equal to update_every',
 }
