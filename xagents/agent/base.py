@@ -170,6 +170,12 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
 
     # ----------------------------------------------------------------- construction helpers
     @classmethod
+    def defaults_before(cls, saved_by: tuple[int, ...], settings: dict, envs: gym.vector.VectorEnv) -> dict:
+        """The settings whose default has changed since the xagents version ``saved_by`` that wrote a save, as
+        they were then, for the saved ``settings`` that leave them to the default: a save goes on as it trained."""
+        return {}
+
+    @classmethod
     def default_hyperparameters(cls, env_id: str) -> dict:
         """Tuned defaults for ``env_id`` from the agent's ``hyperparameters.json``.
 

@@ -163,7 +163,9 @@ def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
         envs = as_vector_env(env)
     try:
         check_identity(path, manifest['identity'], identity_of(cls.__name__, envs))  # before building
-        settings.update(former_default_models(cls, manifest, settings, envs.single_observation_space))
+        saved_by = saved_version(manifest)
+        settings.update(former_default_models(cls, saved_by, settings, envs.single_observation_space))
+        settings.update(cls.defaults_before(saved_by, settings, envs))
         agent = cls(envs, **settings)
         agent.run_defaults.update(run_settings)
         agent.restore(path, manifest)
@@ -173,12 +175,16 @@ def load(cls: type[BaseAgent], path: str, env=None, **overrides) -> BaseAgent:
     return agent
 
 
-def former_default_models(cls: type[BaseAgent], manifest: dict, settings: dict, space: gym.Space) -> dict:
+def saved_version(manifest: dict) -> tuple[int, ...]:
+    """The (major, minor) version of xagents that wrote a save."""
+    return tuple(int(part) for part in manifest.get('xagents_version', '0').split('.')[:2] if part.isdigit())
+
+
+def former_default_models(cls: type[BaseAgent], saved_by: tuple[int, ...], settings: dict, space: gym.Space) -> dict:
     """The models that a save of an xagents before ``cls.dense_variant_since`` built by default where the agent's
     packaged dense default has changed since (SAC's, TQC's and DDPG's 64-64 ``ann-<role>.cfg`` before 2.1, TD3's
     before 2.2, now SB3's sizes), for the saved settings that leave them to the default (a save holds the
     arguments given)."""
-    saved_by = tuple(int(part) for part in manifest.get('xagents_version', '0').split('.')[:2] if part.isdigit())
     if not cls.dense_variant or saved_by >= cls.dense_variant_since or settings.get('simba') or is_image_space(space):
         return {}
     return {f'{role}_model': f'ann-{role}.cfg' for role in cls.model_roles
@@ -198,7 +204,7 @@ def restore(agent: BaseAgent, path: str, manifest: dict | None = None) -> None:
         try:
             checkpoint.restore(agent.models[role], agent.optimizers.get(role))
         except ValueError as error:
-            former = former_default_models(type(agent), manifest, agent.hyperparameters,
+            former = former_default_models(type(agent), saved_version(manifest), agent.hyperparameters,
                                            agent.envs.single_observation_space)
             if not former:
                 raise

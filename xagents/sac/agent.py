@@ -63,6 +63,14 @@ class SAC(OffPolicy):
     model_roles = ('actor', 'critic', 'target_critic', 'alpha')
     metric_names = ('critic_loss', 'actor_loss', 'alpha_loss', 'alpha', 'entropy')
 
+    @classmethod
+    def defaults_before(cls, saved_by: tuple[int, ...], settings: dict, envs: gym.vector.VectorEnv) -> dict:
+        """Discrete SAC aimed at 0.98 log(n) before xagents 2.3: a save from then goes on towards it."""
+        space = envs.single_action_space
+        if saved_by < (2, 3) and settings.get('target_entropy') is None and isinstance(space, gym.spaces.Discrete):
+            return {'target_entropy': 0.98 * math.log(int(space.n))}
+        return {}
+
     def __init__(
         self,
         envs: gym.vector.VectorEnv,
@@ -99,8 +107,8 @@ class SAC(OffPolicy):
             alpha: A fixed entropy weight; default: tuned automatically towards target_entropy.
             initial_alpha: Starting entropy weight when it is tuned.
             target_entropy: Entropy aimed at when tuning alpha; default -dim(A) for Box actions and
-                0.89 log(n) for n discrete actions (CleanRL's; with the paper's 0.98 log(n) CartPole's policy
-                reached 475 and fell back on most seeds).
+                0.89 log(n) for n discrete actions (CleanRL's, since xagents 2.3; with the paper's 0.98 log(n)
+                CartPole's policy reached 475 and fell back on most seeds, and a save from before keeps it).
             use_sde: Explore Box actions with generalised state-dependent noise (gSDE, Raffin et al.
                 2021); a Keras actor then returns [means, features].
             sde_sample_freq: Env steps (per env) between new gSDE noise within a collection (noise is

@@ -951,3 +951,29 @@ def test_sac_tqc_and_ddpg_build_sb3s_networks_by_default_and_presets_keep_theirs
     assert widths(TD3.load(wide.save(str(tmp_path / 'td3-new'))).actor) == [400, 300]
     with pytest.raises(ValueError, match='default before xagents 2.2; .*--actor-model ann-actor.cfg --critic-model'):
         wide.restore(td3_path)
+
+
+def test_a_discrete_sac_saved_before_2_3_goes_on_towards_the_entropy_it_trained_for(tmp_path):
+    """Discrete SAC's default target entropy became 0.89 log n in 2.3: a save of 2.2 that left it to the default
+    resumes towards 0.98 log n, as it trained; a later save, a given value and Box actions keep theirs."""
+    import json
+
+    def saved_as(agent, name, version):
+        path = agent.save(str(tmp_path / name))
+        with open(tmp_path / name / 'agent.json') as file:
+            manifest = json.load(file)
+        manifest['xagents_version'] = version
+        with open(tmp_path / name / 'agent.json', 'w') as file:
+            json.dump(manifest, file)
+        return path
+
+    cartpole = SAC.from_env('CartPole-v1', seed=0)
+    assert cartpole.target_entropy == pytest.approx(0.89 * math.log(2))
+    old = SAC.load(saved_as(cartpole, 'old', '2.2.0'))
+    assert old.target_entropy == pytest.approx(0.98 * math.log(2))
+    assert old.hyperparameters['target_entropy'] == pytest.approx(0.98 * math.log(2))  # a save of it keeps it
+    assert SAC.load(saved_as(cartpole, 'new', '2.3.0')).target_entropy == pytest.approx(0.89 * math.log(2))
+    given = SAC.from_env('CartPole-v1', target_entropy=0.3)
+    assert SAC.load(saved_as(given, 'given', '2.2.0')).target_entropy == pytest.approx(0.3)
+    pendulum = SAC.from_env('Pendulum-v1')
+    assert SAC.load(saved_as(pendulum, 'box', '2.2.0')).target_entropy == pytest.approx(-1.0)
