@@ -31,6 +31,8 @@ import numpy as np
 
 from gymnasium.vector.utils import batch_space
 
+from xagents.utils.console import stop_if_interruption_dropped
+
 AUTORESET_MODE = gym.vector.AutoresetMode.SAME_STEP
 FRAME_SKIP = 4  # emulator frames per agent step; a game's reported length counts frames, as below make_env's wrappers
 GAMES_PER_BUILD = 8  # games built in one C++ call, which Python cannot interrupt: 2-3 s at most here
@@ -63,6 +65,7 @@ class AleVectorEnv(gym.vector.VectorEnv):
             for size in sizes:  # the machine's cores shared among the groups' thread pools
                 self.games.append(AtariVectorEnv(game, size, num_threads=max(1, min(size, cores * size // n_envs)),
                                                  **settings))
+                stop_if_interruption_dropped()  # a signal's interrupt that Python dropped amid a build stops it too
         except BaseException:  # an interrupt between two groups: the ones built are freed now, not at exit
             self.games.clear()
             raise

@@ -233,6 +233,39 @@ def test_a_sigterm_whose_interrupt_python_drops_inside_a_gc_hook_still_stops_the
     assert sent[0] <= agent.steps <= sent[0] + 2 * 2048, (sent, agent.steps)
 
 
+def test_a_sigterm_that_python_drops_before_a_run_stops_it_at_its_start(capsys):
+    """A signal whose KeyboardInterrupt Python drops while a command starts up (a garbage-collection hook while
+    Atari games are built) is not lost: the run stops before its first round, and nothing is printed for it."""
+    import gc
+
+    from xagents.utils.console import stop_in_order_on_signals
+
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    dropped = []
+
+    def hook(phase: str, info: dict) -> None:
+        if not dropped:
+            dropped.append(phase)
+            signal.raise_signal(signal.SIGTERM)
+            dropped.append('after the signal')
+
+    stop_in_order_on_signals()
+    agent = PPO.from_env('CartPole-v1', n_envs=2, seed=0, quiet=True)
+    gc.callbacks.append(hook)
+    try:
+        gc.collect()  # the hook's KeyboardInterrupt is dropped here: no exception reaches this test
+    finally:
+        gc.callbacks.remove(hook)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            agent.fit(max_steps=2048)
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+    assert dropped == ['start'] and agent.steps == 0
+    assert 'KeyboardInterrupt' not in capsys.readouterr().err
+
+
 def test_a_ctrl_c_handled_before_a_run_does_not_stop_the_run():
     """A Ctrl-C that was raised and handled before fit (a command's start-up, or code of the user's) is not the
     run's: the run trains its steps."""

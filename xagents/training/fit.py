@@ -19,7 +19,7 @@ from xagents.training.callbacks import (Callback, Checkpoints, Evaluation, Plate
 from xagents.training.run import Run
 from xagents.storage.atomic import check_writable, remove_stale_temporaries
 from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
-from xagents.utils.console import console_logging, interruption_dropped
+from xagents.utils.console import console_logging, interruption_dropped, stop_if_interruption_dropped
 from xagents.envs.creation import env_settings
 from xagents.utils.extras import require, require_tensorflow
 from xagents.storage.history import History, check_identity
@@ -43,18 +43,17 @@ def train(agent: BaseAgent, settings: SimpleNamespace) -> Run:
     locks = check_outputs(agent, settings)
     if settings.save_dir:
         agent.written_save_dirs.add(os.path.realpath(settings.save_dir))
-    interruption_dropped()  # a Ctrl-C or SIGTERM handled before this run (a command's start-up) is not this run's
     try:
         run.start(settings.ray_address)  # starts the workers, if any
         try:
+            stop_if_interruption_dropped()  # one that Python dropped while the command started up
             while run.reason is None:  # collect and update; the run records, logs, saves and judges
                 metrics = {name: ops.convert_to_numpy(value) for name, value in agent.train_once().items()}
                 check_finite_metrics(metrics, agent.steps)
                 if agent.lr_decay_steps:
                     agent.update_learning_rates()
                 run.end_round(metrics, agent.take_episodes())
-                if interruption_dropped():  # its KeyboardInterrupt landed in a hook that Python dropped it from
-                    raise KeyboardInterrupt
+                stop_if_interruption_dropped()  # its KeyboardInterrupt landed in a hook that Python dropped it from
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM on the command line: the run ends in order, its files written
             interruption_dropped()  # (this one was not)
             run.stop(f'Interrupted at step {agent.steps}')

@@ -49,29 +49,52 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(held[0])  # to the handler it was meant for: KeyboardInterrupt, or the default
 
 
-_dropped_interruption = False  # set by stop_as_on_ctrl_c, cleared by interruption_dropped
+_signalled = False  # set by stop_as_on_ctrl_c
+_dropped_interruption = False  # set by record_dropped_interruption, cleared by interruption_dropped
+_previous_unraisablehook = sys.unraisablehook  # where record_dropped_interruption passes anything else on
 
 
 def stop_as_on_ctrl_c(number: int, frame: object) -> None:
     """Signal handler for Ctrl-C and SIGTERM: raise KeyboardInterrupt, and remember it. One that lands inside a hook
-    Python calls for itself (JAX's garbage-collection callback, which TensorFlow loads) is printed and dropped."""
-    global _dropped_interruption
-    _dropped_interruption = True
+    Python calls for itself (JAX's garbage-collection callback, which TensorFlow loads) Python drops: see
+    :func:`record_dropped_interruption`."""
+    global _signalled
+    _signalled = True
     raise KeyboardInterrupt
+
+
+def record_dropped_interruption(unraisable: object) -> None:
+    """``sys.unraisablehook`` while signals stop in order: a KeyboardInterrupt that Python dropped (raised inside a
+    garbage-collection callback or a finaliser) is remembered for the run to stop at its next check, not printed;
+    anything else goes to the hook before."""
+    global _dropped_interruption
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _dropped_interruption = True
+    else:
+        _previous_unraisablehook(unraisable)
 
 
 def stop_in_order_on_signals() -> None:
     """Make Ctrl-C and SIGTERM raise KeyboardInterrupt through :func:`stop_as_on_ctrl_c`: the run or search ends in
-    order, its files written."""
+    order, its files written, also when Python drops the interrupt (:func:`record_dropped_interruption`)."""
+    global _previous_unraisablehook
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, stop_as_on_ctrl_c)
+    if sys.unraisablehook is not record_dropped_interruption:
+        _previous_unraisablehook, sys.unraisablehook = sys.unraisablehook, record_dropped_interruption
 
 
 def interruption_dropped() -> bool:
-    """Whether a Ctrl-C or SIGTERM came since the last call, its KeyboardInterrupt raised or not; clears it."""
+    """Whether Python dropped the KeyboardInterrupt of a Ctrl-C or SIGTERM since the last call; clears it."""
     global _dropped_interruption
     came, _dropped_interruption = _dropped_interruption, False
     return came
+
+
+def stop_if_interruption_dropped() -> None:
+    """Raise again the KeyboardInterrupt of a Ctrl-C or SIGTERM that Python dropped since the last check."""
+    if interruption_dropped():
+        raise KeyboardInterrupt
 
 
 BACKENDS = ('tensorflow', 'jax', 'torch')  # the Keras backends xagents runs on
@@ -120,7 +143,7 @@ def load_keras() -> None:
     except ImportError as error:
         # A Ctrl-C inside a dependency's C extension (optree's) surfaces as its ImportError, which Keras takes for a
         # missing package and replaces with its own, the interruption gone from the chain: the handler's record says.
-        if _dropped_interruption:
+        if _signalled:
             raise KeyboardInterrupt from error
         raise
     finally:
