@@ -1,2 +1,2 @@
 """This xagents' version, importable from every layer (saved manifests record it)."""
-__version__ = '2.3.0'
+__version__ = '2.3.1'
