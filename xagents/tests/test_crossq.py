@@ -15,7 +15,7 @@ from xagents.envs.creation import create_envs
 from xagents.networks.batch_renorm import BatchRenorm
 from xagents.networks.models import NumpyForward
 from xagents.sac import SAC
-from xagents.tests.test_off_policy import freeze, linear, tensors
+from xagents.tests.test_off_policy import WEIGHTS, freeze, linear, tensors
 
 EPSILON = 1e-3
 
@@ -131,7 +131,7 @@ def crossq_agent(policy_delay: int = 1) -> CrossQ:
     return agent
 
 
-def expected_update() -> tuple[float, np.ndarray, float]:
+def expected_update(weights=(1.0, 1.0)) -> tuple[float, np.ndarray, float]:
     """The paper's equations in NumPy: the critics normalise (s, a) and (s', a') as one batch of four; the target
     bootstraps from the same critics' values at (s', a'); the actor's loss reads the critics outside training, with
     the running statistics that pass moved to (0.01 the joint mean, 1 + 0.01 (joint variance - 1))."""
@@ -141,7 +141,7 @@ def expected_update() -> tuple[float, np.ndarray, float]:
     normalised, _, _ = renormalised(joint, None, None, warm=False)
     q1, q2 = (normalised @ K1)[:, 0], (normalised @ K2)[:, 0]
     targets = r + discounts * np.minimum(q1[2:], q2[2:])
-    critic_loss = 0.5 * (np.mean((q1[:2] - targets) ** 2) + np.mean((q2[:2] - targets) ** 2))
+    critic_loss = 0.5 * (np.mean(weights * (q1[:2] - targets) ** 2) + np.mean(weights * (q2[:2] - targets) ** 2))
     moving_mean = 0.01 * joint.mean(0)
     moving_variance = 1 + 0.01 * (joint.var(0, ddof=1) - 1)
     policy = (np.hstack([s, np.full((2, 1), t)]) - moving_mean) / np.sqrt(moving_variance + EPSILON)
@@ -149,10 +149,13 @@ def expected_update() -> tuple[float, np.ndarray, float]:
     return critic_loss, q1[:2] - targets, actor_loss
 
 
-def test_crossq_update_by_hand():
+@pytest.mark.parametrize('weights', [(1.0, 1.0), tuple(WEIGHTS)], ids=['unweighted', 'importance-weighted'])
+def test_crossq_update_by_hand(weights):
+    """Prioritised replay's importance weights scale each sample's squared errors in the critic loss, not the TD
+    errors."""
     agent = crossq_agent()
-    metrics, td_errors = agent.train_step(*tensors(*BATCH))
-    critic_loss, errors, actor_loss = expected_update()
+    metrics, td_errors = agent.train_step(*tensors(*BATCH[:-1], weights))
+    critic_loss, errors, actor_loss = expected_update(np.array(weights))
     np.testing.assert_allclose(metrics['critic_loss'], critic_loss, rtol=1e-5)
     np.testing.assert_allclose(td_errors, errors, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(metrics['actor_loss'], actor_loss, rtol=1e-5)

@@ -1,7 +1,7 @@
 """Each agent's update maths through its real ``train_step``, on tiny networks with fixed weights, against values
 worked out by hand in the comments: PPO's clipped objective and how its loss combines its terms, A2C's loss and
 RMSProp step, TRPO's natural-gradient step and line search, ACER's losses, trust region and step, DDPG's targets,
-importance weights and L2, TD3's target smoothing, and SAC's entropy aim and soft target.
+importance weights and L2, TD3's target smoothing, SAC's entropy aim, and the soft targets of SAC, TQC and CrossQ.
 
 Each case is chosen so that a plausible slip (a flipped sign, a swapped argument, a missing factor) changes a
 checked number: the comments say which.
@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import pytest
 
-from xagents import A2C, PPO
+from xagents import A2C, PPO, SAC, TQC, CrossQ
 from xagents.tests.test_off_policy import linear  # a Keras model of given kernels
 from xagents.envs.creation import create_envs
 
@@ -312,8 +312,6 @@ def test_sac_aims_at_its_default_entropy_and_its_alpha_loss_pulls_towards_it(env
     """By default SAC aims at an entropy of -dim(A) for Box actions (Haarnoja et al. 2018) and 0.89 ln n for n
     discrete ones (CleanRL's; Christodoulou 2019 aims at 0.98 ln n); alpha's loss is -log(alpha) (E[log pi] + target) = -ln 2 (target - H)
     at alpha = 2, H the entropy the same update reports."""
-    from xagents.sac import SAC
-
     agent = SAC.from_env(env_id, initial_alpha=2.0, buffer_initial_size=256, seed=0)
     assert agent.target_entropy == pytest.approx(target_entropy)
     observations = np.random.default_rng(0).normal(size=(8, agent.observation_space.shape[0])).astype(np.float32)
@@ -325,17 +323,19 @@ def test_sac_aims_at_its_default_entropy_and_its_alpha_loss_pulls_towards_it(env
     np.testing.assert_allclose(float(metrics['alpha_loss']), -math.log(2.0) * (target_entropy - entropy), rtol=1e-4)
 
 
-def test_sac_box_target_subtracts_alpha_times_the_next_log_probability():
+@pytest.mark.parametrize('algorithm', [SAC, TQC, CrossQ], ids=lambda algorithm: algorithm.__name__)
+def test_box_soft_targets_subtract_alpha_times_the_next_log_probability(algorithm):
     """A policy of mean 0 and log std -20 acts a' = tanh(0 + e^-20 n) ~ 0 with log pi(a'|s') = -0.5 n^2 + 20
     - 0.5 ln 2 pi (the tanh correction is 0 at u = 0): E[log pi] = 20 - 0.91893853 - 0.5 = 18.58106147.
-    Q1 = Q2 = s0, s = s' = 0, r = 0, discount 1 and alpha 0.1: each target is -0.1 log pi(a'|s') and its TD error
-    +0.1 log pi; over 512 samples their mean is 1.858 (about 0.003 from it: the standard error of 0.05 n^2), where
-    adding the entropy term instead would give -1.858."""
-    from xagents.sac import SAC
-
+    Every Q (SAC, CrossQ) or quantile (TQC: two critics of two, one dropped per critic) is 0, r = 0, discount 1 and
+    alpha 0.1: each target is -0.1 log pi(a'|s') and its TD error +0.1 log pi; over 512 samples their mean is 1.858
+    (about 0.003 from it: the standard error of 0.05 n^2), where adding the entropy term instead would give -1.858.
+    SAC's and TQC's targets read their target critics, CrossQ's its critics."""
     actor = linear(3, np.zeros((3, 2)), bias=[[0.0, -20.0]])
-    critic = linear(4, np.eye(4, 1), np.eye(4, 1))
-    agent = SAC(create_envs('Pendulum-v1'), actor, critic, alpha=0.1, buffer_initial_size=256, seed=0)
+    units, settings = (2, {'n_quantiles': 2, 'top_quantiles_to_drop_per_net': 1}) if algorithm is TQC else (1, {})
+    critic = linear(4, np.zeros((4, units)), np.zeros((4, units)))
+    agent = algorithm(create_envs('Pendulum-v1'), actor, critic, alpha=0.1, buffer_initial_size=256, seed=0,
+                      **settings)
     agent.target_critic.set_weights(agent.critic.get_weights())
     zeros, ones = np.zeros((512, 3), np.float32), np.ones(512, np.float32)
     _, td_errors = agent.train_step(*tensors(zeros, np.zeros((512, 1), np.float32), 0 * ones, zeros, ones, ones))

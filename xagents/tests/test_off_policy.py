@@ -200,6 +200,9 @@ def test_prioritised_update_sets_priorities_to_the_td_errors_of_the_sampled_batc
 
 
 # ----------------------------------------------------------------------------------- SAC
+WEIGHTS = np.array([2.0, 0.5])  # importance weights of a two-sample batch (the by-hand tests of SAC, TQC and CrossQ)
+
+
 def test_sac_box_losses_by_hand():
     """log std = -20 makes the policy deterministic (tanh(0.5) = 0.46211716 =: t) and the tiny
     fixed alpha drops the entropy terms, leaving Q arithmetic: Q1 = s0 + a, Q2 = s1 + 2a."""
@@ -224,6 +227,12 @@ def test_sac_box_losses_by_hand():
     # actor loss = -mean(min(Q1, Q2)(s, t)) = -mean(min(1 + t, 2 + 2t), min(t, -1 + 2t)) = -0.69317574
     np.testing.assert_allclose(metrics['actor_loss'], -0.5 * ((1 + t) + (-1 + 2 * t)), atol=1e-5)
     np.testing.assert_allclose(metrics['actor_loss'], -0.69317574, atol=1e-5)
+    # prioritised replay's importance weights (2, 0.5) scale each sample's squared errors; the TD errors stay as they are
+    metrics, weighted_td_errors = agent.train_step(observations, actions, rewards, next_observations, discounts,
+                                                   *tensors(WEIGHTS))
+    np.testing.assert_allclose(metrics['critic_loss'], 0.5 * (np.mean(WEIGHTS * td1 ** 2) + np.mean(WEIGHTS * td2 ** 2)),
+                               rtol=1e-5)
+    np.testing.assert_allclose(weighted_td_errors, td1, rtol=1e-5)
 
 
 def test_squashed_gaussian_log_prob_matches_the_change_of_variables():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from xagents.envs.creation import create_envs
-from xagents.tests.test_off_policy import freeze, linear, tensors
+from xagents.tests.test_off_policy import WEIGHTS, freeze, linear, tensors
 from xagents.tqc import TQC
 
 
@@ -46,6 +46,16 @@ def test_tqc_losses_by_hand():
     # actor loss = -mean over samples of the mean of all four quantiles at (s, t): (10 + 5t) / 4 and (2 + 5t) / 4
     np.testing.assert_allclose(metrics['actor_loss'], ACTOR_LOSS, rtol=1e-5)
     assert ACTOR_LOSS == -(1.5 + 1.25 * t)
+
+
+def test_tqc_weighs_each_sample_s_quantile_loss_by_its_importance_weight():
+    """test_tqc_losses_by_hand's batch with importance weights (2, 0.5): each sample's quantile Huber losses (Z1:
+    0.1104098 and 1.875, Z2: 2.52625201 and 1.75) are scaled by its weight; the TD errors are not."""
+    metrics, td_errors = tqc_agent().train_step(*tensors(*BATCH[:-1], WEIGHTS))
+    z1, z2 = np.array([0.1104098, 1.875]), np.array([2.52625201, 1.75])
+    assert np.mean(z1) + np.mean(z2) == pytest.approx(CRITIC_LOSS)
+    np.testing.assert_allclose(metrics['critic_loss'], np.mean(WEIGHTS * z1) + np.mean(WEIGHTS * z2), rtol=1e-5)
+    np.testing.assert_allclose(td_errors, TD_ERRORS, rtol=1e-5)
 
 
 def test_critics_are_one_cfg_head_and_tower_per_critic():
