@@ -1,5 +1,6 @@
 """TQC: a gradient step's critic loss, actor loss and TD errors worked out by hand (the target quantiles pooled over
-the critics, sorted and truncated), critics built from one head each, and refused settings."""
+the critics, sorted and truncated) and against the paper's equations in NumPy on random critics, importance weights,
+critics built from one head each, and refused settings."""
 import importlib.resources
 import math
 
@@ -56,6 +57,53 @@ def test_tqc_weighs_each_sample_s_quantile_loss_by_its_importance_weight():
     assert np.mean(z1) + np.mean(z2) == pytest.approx(CRITIC_LOSS)
     np.testing.assert_allclose(metrics['critic_loss'], np.mean(WEIGHTS * z1) + np.mean(WEIGHTS * z2), rtol=1e-5)
     np.testing.assert_allclose(td_errors, TD_ERRORS, rtol=1e-5)
+
+
+def numpy_tqc_update(batch, actor_kernel, actor_bias, critic_kernels, dropped):
+    """TQC's update from the paper's equations (Kuznetsov et al. 2020, eqs. 10-12) in NumPy, for a deterministic
+    policy a = tanh(s W + b) and linear critics Z_n(s, a) = (s, a) K_n (the entropy terms dropped): the critics'
+    quantiles at (s', a') pooled per sample, sorted and the N d largest dropped; every estimate's quantile Huber loss
+    summed over its M quantiles and averaged over the kept targets, weighted per sample and summed over critics."""
+    s, a, r, s_next, discounts, weights = (np.asarray(column, np.float64) for column in batch)
+    n_quantiles = critic_kernels[0].shape[1]
+    a_next = np.tanh(s_next @ actor_kernel + actor_bias)
+    pooled = np.concatenate([np.hstack([s_next, a_next]) @ kernel for kernel in critic_kernels], axis=1)
+    kept = np.sort(pooled, axis=1)[:, :len(critic_kernels) * (n_quantiles - dropped)]
+    targets = r[:, None] + discounts[:, None] * kept
+    fractions = (np.arange(n_quantiles) + 0.5) / n_quantiles
+    current = [np.hstack([s, a]) @ kernel for kernel in critic_kernels]
+    critic_loss = 0.0
+    for z in current:
+        u = targets[:, None, :] - z[:, :, None]  # (batch, estimates, targets)
+        huber = np.where(np.abs(u) <= 1, 0.5 * u ** 2, np.abs(u) - 0.5)
+        rho = np.abs(fractions[None, :, None] - (u < 0)) * huber
+        critic_loss += np.mean(weights * rho.mean(2).sum(1))
+    td_errors = np.mean(current, axis=(0, 2)) - targets.mean(1)
+    a_policy = np.tanh(s @ actor_kernel + actor_bias)
+    actor_loss = -np.mean([np.hstack([s, a_policy]) @ kernel for kernel in critic_kernels])
+    return critic_loss, td_errors, actor_loss
+
+
+def test_tqc_update_matches_the_papers_equations_on_random_critics():
+    """Three critics of five quantiles, two dropped per critic (9 of 15 targets kept, so summing over estimates and
+    averaging over targets differ from the reverse), on four non-terminal samples whose target quantiles differ (so
+    pooling one sample's quantiles with another's shows)."""
+    rng = np.random.default_rng(0)
+    batch = (rng.normal(size=(4, 3)), rng.uniform(-1, 1, (4, 1)), rng.normal(size=4), rng.normal(size=(4, 3)),
+             [0.99, 0.9, 0.5, 0.99], [1.0, 0.5, 2.0, 1.5])
+    actor_kernel, actor_bias = rng.normal(size=(3, 1)) * 0.5, 0.2
+    critic_kernels = [rng.normal(size=(4, 5)) for _ in range(3)]
+    actor = linear(3, np.hstack([actor_kernel, np.zeros((3, 1))]), bias=[[actor_bias, -20.0]])
+    critic = linear(4, *critic_kernels)
+    agent = TQC(create_envs('Pendulum-v1'), actor, critic, alpha=1e-9, n_critics=3, n_quantiles=5,
+                top_quantiles_to_drop_per_net=2, buffer_initial_size=256, quiet=True)
+    agent.target_critic.set_weights(agent.critic.get_weights())
+    freeze(agent)
+    metrics, td_errors = agent.train_step(*tensors(*batch))
+    critic_loss, expected_td_errors, actor_loss = numpy_tqc_update(batch, actor_kernel, actor_bias, critic_kernels, 2)
+    np.testing.assert_allclose(metrics['critic_loss'], critic_loss, rtol=1e-4)
+    np.testing.assert_allclose(td_errors, expected_td_errors, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(metrics['actor_loss'], actor_loss, rtol=1e-4, atol=1e-5)
 
 
 def test_critics_are_one_cfg_head_and_tower_per_critic():
