@@ -227,11 +227,11 @@ def test_sac_box_losses_by_hand():
     # actor loss = -mean(min(Q1, Q2)(s, t)) = -mean(min(1 + t, 2 + 2t), min(t, -1 + 2t)) = -0.69317574
     np.testing.assert_allclose(metrics['actor_loss'], -0.5 * ((1 + t) + (-1 + 2 * t)), atol=1e-5)
     np.testing.assert_allclose(metrics['actor_loss'], -0.69317574, atol=1e-5)
-    # prioritised replay's importance weights (2, 0.5) scale each sample's squared errors; the TD errors stay as they are
+    # prioritised replay's importance weights (2, 0.5) scale each sample's squared errors, not the TD errors
     metrics, weighted_td_errors = agent.train_step(observations, actions, rewards, next_observations, discounts,
                                                    *tensors(WEIGHTS))
-    np.testing.assert_allclose(metrics['critic_loss'], 0.5 * (np.mean(WEIGHTS * td1 ** 2) + np.mean(WEIGHTS * td2 ** 2)),
-                               rtol=1e-5)
+    weighted_loss = 0.5 * (np.mean(WEIGHTS * td1 ** 2) + np.mean(WEIGHTS * td2 ** 2))
+    np.testing.assert_allclose(metrics['critic_loss'], weighted_loss, rtol=1e-5)
     np.testing.assert_allclose(weighted_td_errors, td1, rtol=1e-5)
 
 
