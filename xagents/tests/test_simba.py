@@ -88,11 +88,23 @@ def test_simba_builds_residual_networks_in_place_of_default_and_preset_ones(agen
     assert built.observation_stats is not None  # SimBa's running statistics of the inputs
 
 
-def test_crossq_simba_normalises_with_batch_renormalisation():
-    agent = CrossQ(create_envs('Pendulum-v1'), simba=True, quiet=True)
+def test_crossq_simba_normalises_with_batch_renormalisation_that_trains_inside_the_blocks():
+    """One update of three gradient steps, the actor every third: every batch renormalisation of the critics, those
+    inside the residual blocks too, ran three training calls, and the actor's one."""
+    agent = CrossQ(create_envs('Pendulum-v1'), simba=True, seed=0, buffer_initial_size=256, buffer_batch_size=32,
+                   gradient_steps=3, update_every=300, policy_delay=3, quiet=True)
     blocks = [layer for layer in agent.critic.layers if isinstance(layer, ResidualBlock)]
     assert len(blocks) == 4 and all(isinstance(block.normalise, BatchRenorm) for block in blocks)
     assert not any(isinstance(layer, keras.layers.LayerNormalization) for layer in agent.critic.layers)
+    agent.fit(max_steps=300)
+
+    def training_calls(model: keras.Model) -> list[int]:
+        renorms = [layer.normalise if isinstance(layer, ResidualBlock) else layer for layer in model.layers]
+        return [int(keras.ops.convert_to_numpy(layer.steps)) for layer in renorms if isinstance(layer, BatchRenorm)]
+
+    assert training_calls(agent.critic) == [3] * 8  # per critic: the input, two blocks, before the head
+    actor_calls = training_calls(agent.actor)
+    assert actor_calls and set(actor_calls) == {1}
 
 
 def test_dueling_simba_keeps_its_two_heads():
