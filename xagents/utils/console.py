@@ -49,17 +49,14 @@ def interrupts_deferred() -> Iterator[None]:
             signal.raise_signal(held[0])  # to the handler it was meant for: KeyboardInterrupt, or the default
 
 
-_signalled = False  # set by stop_as_on_ctrl_c
 _dropped_interruption = False  # set by record_dropped_interruption, cleared by interruption_dropped
 _previous_unraisablehook = sys.unraisablehook  # where record_dropped_interruption passes anything else on
 
 
 def stop_as_on_ctrl_c(number: int, frame: object) -> None:
-    """Signal handler for Ctrl-C and SIGTERM: raise KeyboardInterrupt, and remember it. One that lands inside a hook
-    Python calls for itself (JAX's garbage-collection callback, which TensorFlow loads) Python drops: see
+    """Signal handler for Ctrl-C and SIGTERM: raise KeyboardInterrupt. One that lands inside a hook Python calls for
+    itself (JAX's garbage-collection callback, which TensorFlow loads) Python drops: see
     :func:`record_dropped_interruption`."""
-    global _signalled
-    _signalled = True
     raise KeyboardInterrupt
 
 
@@ -138,14 +135,11 @@ def load_keras() -> None:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with native_stderr_silenced():
+        # A Ctrl-C inside a dependency's C++ extension while it initialises aborts the process (SIGABRT, its message
+        # silenced with the rest), or surfaces as an ImportError that Keras replaces with its own: it is held until
+        # the import ends, a second or two, and then stops the command as anywhere else.
+        with native_stderr_silenced(), interrupts_deferred():
             importlib.import_module('keras')
-    except ImportError as error:
-        # A Ctrl-C inside a dependency's C extension (optree's) surfaces as its ImportError, which Keras takes for a
-        # missing package and replaces with its own, the interruption gone from the chain: the handler's record says.
-        if _signalled:
-            raise KeyboardInterrupt from error
-        raise
     finally:
         if collecting:
             gc.enable()
