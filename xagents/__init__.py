@@ -22,4 +22,7 @@ def __getattr__(name: str):
             from xagents.training.evaluation import evaluate
             return evaluate
         return agent_class(next(agent for agent, entry in _AGENTS.items() if entry.endswith(f':{name}')))
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    from xagents.utils.names import SB3_FUNCTIONS
+
+    how = SB3_FUNCTIONS.get(name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}' + (f': {how}' if how else ''))

@@ -346,8 +346,19 @@ def test_env_kwargs_flag_given_as_text_is_one_line(xagents_cli):
     ('set_parameters', 'set_weights(weights)'), ('set_random_seed', 'PPO(env, seed=0)'),
     ('num_timesteps', 'agent.steps'), ('env', 'agent.envs'), ('save_replay_buffer', 'include_buffer=True'),
     ('load_replay_buffer', 'include_buffer=True'), ('get_vec_normalize_env', 'normalize_observations=True'),
+    ('replay_buffer', 'agent.buffer'),
 ])
 def test_stable_baselines3_attributes_answer_with_the_xagents_way(name, pointer):
     with pytest.raises(AttributeError) as error:
         getattr(agent(), name)
     assert str(error.value).startswith(f"'PPO' object has no attribute {name!r}: ") and pointer in str(error.value)
+
+
+@pytest.mark.parametrize('name, pointer', [('evaluate_policy', 'xagents.evaluate(agent, env, episodes=10)'),
+                                           ('make_vec_env', 'from_env(env_id, n_envs=N)')])
+def test_stable_baselines3_functions_asked_of_the_package_answer_with_the_xagents_way(name, pointer):
+    with pytest.raises(AttributeError) as error:
+        getattr(xagents, name)
+    assert str(error.value).startswith(f"module 'xagents' has no attribute {name!r}: ") and pointer in str(error.value)
+    with pytest.raises(AttributeError, match='no attribute .nonexistent.$'):
+        xagents.nonexistent

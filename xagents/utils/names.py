@@ -94,10 +94,18 @@ SB3_METHODS: dict[str, str] = {
     'set_parameters': "agent.models[role].set_weights(weights), or Agent.load(directory) / --weights for a save",
     'set_random_seed': 'the seed is given when the agent is built: PPO(env, seed=0), PPO.from_env(env_id, seed=0)',
     'num_timesteps': 'env steps taken, over all fits, are agent.steps (run.steps in a callback)',
+    'replay_buffer': "an off-policy agent's replay buffer is agent.buffer (NumPy arrays, filled as it trains)",
     'save_replay_buffer': 'agent.save(directory, include_buffer=True) keeps the replay buffer with the agent',
     'load_replay_buffer': 'Agent.load(directory) takes back a replay buffer saved with include_buffer=True',
     'get_vec_normalize_env': 'observation statistics live in the agent (normalize_observations=True) and are '
                              'saved with it: agent.running_statistics()',
+}
+
+# Stable-Baselines3's functions that a user imports from the package, and where xagents has them.
+SB3_FUNCTIONS: dict[str, str] = {
+    'evaluate_policy': 'xagents.evaluate(agent, env, episodes=10) is evaluate_policy: it unpacks as mean, std',
+    'make_vec_env': 'Agent.from_env(env_id, n_envs=N) builds the envs (xagents.envs.creation.create_envs for '
+                    'the envs alone)',
 }
 
 
