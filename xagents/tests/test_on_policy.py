@@ -46,11 +46,13 @@ def test_truncation_bootstraps_and_termination_does_not():
     np.testing.assert_array_equal(rollout.observations[:, 0, 0], [0, 1, 2, 0])
     assert [episode.score for episode in agent.take_episodes()] == [3.0, 3.0]
 
-    agent = PPO(counting_envs(3, 10), n_steps=4, mini_batches=1, gamma=0.9, seed=0, quiet=True)
-    agent.start_envs()
-    rollout = agent.collect()
-    np.testing.assert_array_equal(rollout.rewards[:, 0], [1, 1, 1, 1])
-    np.testing.assert_array_equal(rollout.dones[:, 0], [0, 0, 1, 0])
+    # Terminated before the time limit, and terminated on the limit's own step (both flags set): no bootstrap.
+    for truncate_at in (10, 3):
+        agent = PPO(counting_envs(3, truncate_at), n_steps=4, mini_batches=1, gamma=0.9, seed=0, quiet=True)
+        agent.start_envs()
+        rollout = agent.collect()
+        np.testing.assert_array_equal(rollout.rewards[:, 0], [1, 1, 1, 1])
+        np.testing.assert_array_equal(rollout.dones[:, 0], [0, 0, 1, 0])
 
 
 @pytest.mark.parametrize('agent_class', [PPO, A2C])
