@@ -185,6 +185,23 @@ SB3_HABITS = {
 }
 
 
+@pytest.mark.parametrize('words, pointer', [
+    (['-f', 'logs/'], "--save-dir DIR and --history-checkpoint FILE (RL Zoo's -f logs/"),
+    (['--hyperparams', 'learning_rate:0.001'], 'each setting as its own flag: --lr 0.001'),
+    (['-params', 'n_steps:128'], 'each setting as its own flag: --lr 0.001 --n-steps 128'),
+    (['--vec-env', 'subproc'], "--async-envs (RL Zoo's --vec-env subproc)"),
+    (['-P'], '--quiet (a progress bar is drawn on a terminal unless --quiet)'),
+    (['-i', 'logs/ppo/CartPole-v1_1/CartPole-v1.zip'], '--weights PATH'),
+    (['-optimize'], 'xagents tune AGENT --env ID'),
+    (['--track'], '--monitor-session NAME (a wandb run)'),
+])
+def test_rl_zoos_train_flags_are_answered_with_the_xagents_flag(xagents_cli, words, pointer):
+    status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', *words)
+    assert status == 2 and err.startswith(f'xagents train ppo: error: unrecognized arguments: {" ".join(words)} '
+                                          f'(did you mean ')
+    assert pointer in err and len(err.splitlines()) == 1
+
+
 @pytest.mark.parametrize('habit', SB3_HABITS)
 def test_an_sb3_name_is_answered_with_the_xagents_way_in_python_and_on_the_command_line(xagents_cli, habit):
     call, pointer, argv, flag_pointer = SB3_HABITS[habit]

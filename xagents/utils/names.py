@@ -56,6 +56,28 @@ HOW: dict[str, tuple[str, str]] = {
                       "PPO.from_env('CartPole-v1', wrapper=fn), create_envs(..., wrapper=fn))",
                       '--wrapper module:callable (a function gym.Env -> gym.Env applied to every env, '
                       "evaluation's too)"),
+    # RL Zoo's train.py flags.
+    'f': ("save_dir and history_checkpoint (RL Zoo's -f logs/)",
+          "--save-dir DIR and --history-checkpoint FILE (RL Zoo's -f logs/; without them a run goes into "
+          'runs/AGENT/ENV_N/ of the working directory)'),
+    'log_folder': ("save_dir and history_checkpoint (RL Zoo's --log-folder)",
+                   "--save-dir DIR and --history-checkpoint FILE (RL Zoo's --log-folder; without them a run goes "
+                   'into runs/AGENT/ENV_N/ of the working directory)'),
+    'hyperparams': ('each setting as its own parameter: PPO(env, lr=1e-3, n_steps=128)',
+                    'each setting as its own flag: --lr 0.001 --n-steps 128 (xagents train AGENT --help lists them)'),
+    'params': ('each setting as its own parameter: PPO(env, lr=1e-3, n_steps=128)',
+               'each setting as its own flag: --lr 0.001 --n-steps 128 (xagents train AGENT --help lists them)'),
+    'vec_env': ("async_envs=True (RL Zoo's --vec-env subproc)", "--async-envs (RL Zoo's --vec-env subproc)"),
+    'progress': ('quiet (fit draws a progress bar on a terminal unless quiet=True)',
+                 '--quiet (a progress bar is drawn on a terminal unless --quiet)'),
+    'P': ('quiet (fit draws a progress bar on a terminal unless quiet=True)',
+          '--quiet (a progress bar is drawn on a terminal unless --quiet)'),
+    'trained_agent': ('Agent.load(directory)', "--weights PATH (a save directory or --checkpoints' files)"),
+    'i': ('Agent.load(directory)', "--weights PATH (a save directory or --checkpoints' files)"),
+    'optimize': ('xagents tune AGENT --env ID (an Optuna search)', 'xagents tune AGENT --env ID (an Optuna search)'),
+    'optimize_hyperparameters': ('xagents tune AGENT --env ID (an Optuna search)',
+                                 'xagents tune AGENT --env ID (an Optuna search)'),
+    'track': ('monitor_session=NAME (a wandb run)', '--monitor-session NAME (a wandb run)'),
     'return_episode_rewards': ('the EvaluationResult evaluate returns (its .returns and .lengths are the per-episode '
                                'returns and lengths; mean, std = result unpacks as evaluate_policy\'s pair)',
                                "--episodes N (xagents play logs each episode's reward)"),
