@@ -26,12 +26,15 @@ class BatchRenorm(keras.layers.Layer):
         self.r_max, self.d_max = r_max, d_max
 
     def build(self, input_shape) -> None:
+        # float32 even in a bfloat16 layer (autocast off, as Keras' BatchNormalization): the statistics are kept
+        # and applied in float32, whatever the layer's compute dtype.
         features = (int(input_shape[-1]),)
-        self.gamma = self.add_weight(shape=features, initializer='ones', name='gamma')
-        self.beta = self.add_weight(shape=features, initializer='zeros', name='beta')
-        self.moving_mean = self.add_weight(shape=features, initializer='zeros', trainable=False, name='moving_mean')
+        self.gamma = self.add_weight(shape=features, initializer='ones', name='gamma', autocast=False)
+        self.beta = self.add_weight(shape=features, initializer='zeros', name='beta', autocast=False)
+        self.moving_mean = self.add_weight(shape=features, initializer='zeros', trainable=False, name='moving_mean',
+                                           autocast=False)
         self.moving_variance = self.add_weight(shape=features, initializer='ones', trainable=False,
-                                               name='moving_variance')
+                                               name='moving_variance', autocast=False)
         self.steps = self.add_weight(shape=(), initializer='zeros', trainable=False, dtype='int32', name='steps')
 
     def call(self, x, training: bool = False):

@@ -147,3 +147,32 @@ def test_an_unknown_precision_is_refused_in_one_line(xagents_cli, workdir):
         PPO.from_env('CartPole-v1', precision='fp16', quiet=True)
     status, _, err = xagents_cli('train', 'ppo', '--env', 'CartPole-v1', '--max-steps', '10', '--precision', 'fp16')
     assert status == 2 and len(err.strip().splitlines()) == 1 and 'precision takes float32 or bf16' in err
+
+
+@pytest.mark.backends
+def test_bf16_batch_renormalisation_keeps_float32_statistics_and_follows_the_float32_critic():
+    from xagents import CrossQ
+    from xagents.networks.batch_renorm import BatchRenorm
+
+    exact = CrossQ.from_env('Pendulum-v1', seed=0, quiet=True, buffer_initial_size=256)
+    fast = CrossQ.from_env('Pendulum-v1', seed=0, quiet=True, buffer_initial_size=256, precision='bf16')
+    fast.critic.set_weights(exact.critic.get_weights())
+    renorms = [layer for layer in fast.critic._flatten_layers() if isinstance(layer, BatchRenorm)]
+    assert renorms and all(layer.compute_dtype == 'bfloat16' for layer in renorms)
+    rng = np.random.default_rng(0)
+    observations = rng.normal(size=(256, 3)).astype(np.float32)
+    actions = rng.uniform(-1, 1, (256, 1)).astype(np.float32)
+    for training in (False, True):  # the running statistics, then the batch's (which the call also takes in)
+        q, fast_q = (ops.convert_to_numpy(agent.q_values(agent.critic, observations, actions, training=training))
+                     for agent in (exact, fast))
+        assert np.abs(fast_q - q).max() < 0.02 * np.abs(q).max() + 1e-3
+    exact_renorms = [layer for layer in exact.critic._flatten_layers() if isinstance(layer, BatchRenorm)]
+    for layer, exact_layer in zip(renorms, exact_renorms):
+        assert all(weight.dtype == 'float32' for weight in layer.weights if weight.name != 'steps')
+        np.testing.assert_allclose(ops.convert_to_numpy(layer.moving_mean),
+                                   ops.convert_to_numpy(exact_layer.moving_mean), rtol=0.02, atol=0.02)
+        assert not np.allclose(ops.convert_to_numpy(layer.moving_mean), 0)  # it took the batch in
+    fast.fit(max_steps=300, quiet=True)  # random steps up to 256, then 50 gradient steps in one call
+    updates = int(ops.convert_to_numpy(fast.gradient_updates))
+    assert updates >= 50 and all(int(ops.convert_to_numpy(layer.steps)) == 1 + updates for layer in renorms)
+    assert all(np.isfinite(ops.convert_to_numpy(weight)).all() for weight in fast.critic.weights)
