@@ -88,8 +88,11 @@ class DDPG(OffPolicy):
         self.param_noise = None
         self.perturbed_forward = None
         if 'adaptive-param' in dict(noises):
-            if self.actor_forward.numpy is None:
-                raise ValueError(f'expected an all-dense cfg actor for adaptive-param noise, got {self.actor.name}')
+            if self.actor_forward.numpy is None:  # the perturbed copy acts in float32 NumPy
+                raise ValueError("adaptive-param noise perturbs a float32 NumPy copy of the actor: leave "
+                                 "precision='bf16' out with it" if self.precision == 'bf16' else
+                                 'adaptive-param noise perturbs a NumPy copy of the actor, which takes a .cfg actor of '
+                                 'dense layers (not images or a network of yours)')
             if self.workers:
                 raise ValueError('adaptive-param noise adapts to the replay buffer, which workers do not have: '
                                  'use normal or ou noise with workers')

@@ -1,6 +1,8 @@
 """Deep Q-networks (Mnih et al. 2015, https://doi.org/10.1038/nature14236) with the usual extensions."""
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import keras
 import numpy as np
@@ -24,6 +26,15 @@ IMAGE_DEFAULTS = {'lr': 1e-4, 'buffer_max_size': 1_000_000, 'buffer_initial_size
 VECTOR_DEFAULTS = {'lr': 6.3e-4, 'buffer_max_size': 50_000, 'buffer_initial_size': 1_000, 'buffer_batch_size': 128,
                    'update_every': 64, 'gradient_steps': 64, 'target_update_interval': 250, 'epsilon_end': 0.1,
                    'epsilon_decay_steps': 12_000}
+
+
+def dueling_twin(model):
+    """A packaged Q-network's name (a preset's ``ann-model-256.cfg``) as its dueling twin's (``ann-dueling-256.cfg``),
+    where one is packaged: ``dueling`` then keeps the preset's widths. Anything else as given."""
+    if not (isinstance(model, str) and os.path.basename(model) == model and not os.path.exists(model)):
+        return model
+    twin = model.replace('-model', '-dueling', 1)
+    return twin if os.path.isfile(os.path.join(os.path.dirname(__file__), 'models', twin)) else model
 
 
 class DQN(OffPolicy):
@@ -90,7 +101,8 @@ class DQN(OffPolicy):
             epsilon_decay_steps: Env steps over which epsilon falls linearly (default: 12,000; 250,000 for image
                 observations).
             double: Double DQN: the online network picks the next action, the target rates it.
-            dueling: Dueling heads: Q = V + A - mean(A) (the default cfg becomes the dueling one).
+            dueling: Dueling heads: Q = V + A - mean(A) (the default cfg, or a packaged one such as a preset's
+                ann-model-256.cfg, becomes its dueling twin).
             grad_norm: Clip gradients to this global norm.
         """
         given = {'lr': lr, 'buffer_max_size': buffer_max_size, 'buffer_initial_size': buffer_initial_size,
@@ -106,7 +118,8 @@ class DQN(OffPolicy):
         self.epsilon_decay_steps = own['epsilon_decay_steps']
         self.epsilon_scale = 1.0  # a distributed worker's explores less (see become_worker)
         self.double, self.dueling, self.grad_norm = double, dueling, grad_norm
-        self.model = self.build('model', model, self.q_outputs(), packaged='dueling' if dueling else None)
+        self.model = self.build('model', dueling_twin(model) if dueling else model, self.q_outputs(),
+                                packaged='dueling' if dueling else None)
         self.target_model = self.build_target('target_model', self.model)
         self.optimizer = self.make_optimizer('model', global_clipnorm=grad_norm)
         self.forward = self.acting(self.model)

@@ -555,10 +555,14 @@ def test_adaptive_parameter_noise_scale_follows_the_action_distance():
     assert agent.param_noise.distance > 0
 
 
-def test_adaptive_param_noise_needs_a_numpy_actor():
+def test_adaptive_param_noise_needs_a_numpy_actor(xagents_cli):
     envs = create_envs('Pendulum-v1')
-    with pytest.raises(ValueError, match='expected an all-dense cfg actor for adaptive-param noise'):
+    with pytest.raises(ValueError, match=r'takes a \.cfg actor of dense layers \(not images or a network of yours\)'):
         DDPG(envs, linear(3, np.zeros((3, 1)), activation='tanh'), noise_type='adaptive-param_0.2')
+    status, _, err = xagents_cli('train', 'ddpg', '--env', 'Pendulum-v1', '--noise-type', 'adaptive-param_0.2',
+                                 '--precision', 'bf16')
+    assert status == 2 and err == ("xagents train ddpg: error: adaptive-param noise perturbs a float32 NumPy copy of "
+                                   "the actor: leave precision='bf16' out with it\n")
 
 
 # ------------------------------------------------------------------------- checkpoints, play

@@ -91,6 +91,17 @@ def test_dueling_quantiles_are_value_plus_centred_advantage():
     np.testing.assert_allclose(agent.q_values_np(observations), [[1, 2]])
 
 
+def test_dueling_with_a_preset_keeps_the_presets_widths_and_a_users_plain_cfg_is_refused(tmp_path):
+    # The CartPole preset names ann-model-256.cfg; with dueling it becomes ann-dueling-256.cfg.
+    agent = QRDQN.from_env('CartPole-v1', dueling=True, quiet=True)
+    dense = [layer for layer in agent.model.layers if hasattr(layer, 'units')]
+    assert [layer.units for layer in dense] == [256, 256, 10, 20]  # trunk, V's 10 quantiles, A's 2 x 10
+    plain = tmp_path / 'plain.cfg'
+    plain.write_text('[dense-1]\nunits=8\nactivation=relu\ncommon=1\n\n[dense-2]\noutput=1\n')
+    with pytest.raises(ValueError, match=r'expected 2 output section\(s\) \(value, advantage\), got 1'):
+        QRDQN(create_envs('CartPole-v1'), str(plain), dueling=True, quiet=True)
+
+
 def test_n_quantiles_must_be_positive():
     with pytest.raises(ValueError, match='expected n_quantiles >= 1, got 0'):
         QRDQN(create_envs('CartPole-v1'), n_quantiles=0, buffer_initial_size=100, buffer_batch_size=32, quiet=True)
