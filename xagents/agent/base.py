@@ -279,8 +279,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                                      and given.endswith('.cfg') and not os.path.exists(given))
         if self.network_variant:
             if not packaged:
-                raise ValueError(f'{type(self).__name__}: simba builds the {role} network, and a {role} network of '
-                                 f'yours is given too ({given!r}): give one of them')
+                raise ValueError(f'{type(self).__name__}: simba builds the {role} network, and one of yours is given '
+                                 f'too ({given!r}): give one of them')
             given, variant = None, self.network_variant + variant
         elif not packaged:
             return given
@@ -294,6 +294,9 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
                 path = importlib.resources.files(root).joinpath(*inner, 'models', name)
                 if path.is_file():
                     return str(path)
+        if self.network_variant and variant.endswith('-recurrent'):
+            raise ValueError(f'{type(self).__name__} has no recurrent SimBa {role} network (no packaged {name}): leave '
+                             'simba or recurrent off, or give a .cfg with [residual-N] and [recurrent-N] sections')
         if self.network_variant:
             raise ValueError(f'{type(self).__name__} has no SimBa {role} network for these observations (no packaged '
                              f'{name}): leave simba off, or give a .cfg with [residual-N] sections')

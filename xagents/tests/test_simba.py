@@ -115,12 +115,15 @@ def test_dueling_simba_keeps_its_two_heads():
 def test_simba_and_a_network_of_ones_own_are_refused_together_and_where_none_is_packaged(tmp_path):
     path = tmp_path / 'mine.cfg'
     path.write_text(SIMBA_CFG)
-    with pytest.raises(ValueError, match=r"SAC: simba builds the actor network, and a actor network of yours is given "
+    with pytest.raises(ValueError, match=r"SAC: simba builds the actor network, and one of yours is given "
                                          r"too \('.*mine.cfg'\): give one of them"):
         SAC(create_envs('Pendulum-v1'), actor_model=str(path), simba=True, quiet=True)
     with pytest.raises(ValueError, match=r'PPO has no SimBa model network for these observations \(no packaged '
                                          r'cnn-model-simba.cfg\): leave simba off'):  # pictures
         agent_class('ppo')(create_envs('PongNoFrameskip-v4'), simba=True, quiet=True)
+    with pytest.raises(ValueError, match=r'PPO has no recurrent SimBa model network \(no packaged '
+                                         r'ann-model-simba-recurrent.cfg\): leave simba or recurrent off'):
+        agent_class('ppo')(create_envs('CartPole-v1'), simba=True, recurrent='lstm', quiet=True)
 
 
 def test_simba_leaves_an_explicit_normalisation_choice_alone():
