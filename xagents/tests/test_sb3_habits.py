@@ -179,6 +179,9 @@ SB3_HABITS = {
     'progress_bar': (lambda: agent().fit(max_steps=10, progress_bar=True),
                      'quiet (fit draws a progress bar on a terminal unless quiet=True)',
                      ['train', 'ppo', '--progress-bar'], '--quiet (a progress bar is drawn on a terminal'),
+    'use_sde (TD3)': (lambda: TD3(gym.make('Pendulum-v1'), use_sde=True), 'did you mean PPO, A2C, SAC, TQC or '
+                      'CrossQ, which take use_sde (gSDE)?', ['train', 'td3', '--use-sde'],
+                      'did you mean xagents train ppo, a2c, sac, tqc or crossq, which take --use-sde (gSDE)?'),
     'wrapper_class': (lambda: PPO.from_env('CartPole-v1', wrapper_class=AppendOne),
                       'wrapper (a function gym.Env -> gym.Env applied to every env', ['train', 'ppo', '--wrapper-class'],
                       '--wrapper module:callable'),

@@ -75,7 +75,7 @@ class TRPO(OnPolicy):
         """
         super().__init__(envs, n_steps=n_steps, lam=lam, lr=lr, **kwargs)
         if self.use_sde:
-            raise ValueError('TRPO explores with a state-independent std; use_sde is for PPO, A2C and SAC')
+            raise ValueError('TRPO explores with a state-independent std; use_sde is for PPO, A2C, SAC, TQC and CrossQ')
         batch = n_steps * self.n_envs
         if batch % mini_batches:
             raise ValueError(

@@ -56,6 +56,8 @@ HOW: dict[str, tuple[str, str]] = {
                       "PPO.from_env('CartPole-v1', wrapper=fn), create_envs(..., wrapper=fn))",
                       '--wrapper module:callable (a function gym.Env -> gym.Env applied to every env, '
                       "evaluation's too)"),
+    'use_sde': ('PPO, A2C, SAC, TQC or CrossQ, which take use_sde (gSDE)',
+                'xagents train ppo, a2c, sac, tqc or crossq, which take --use-sde (gSDE)'),
     # RL Zoo's train.py flags.
     'f': ("save_dir and history_checkpoint (RL Zoo's -f logs/)",
           "--save-dir DIR and --history-checkpoint FILE (RL Zoo's -f logs/; without them a run goes into "
