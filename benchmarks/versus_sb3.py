@@ -109,16 +109,22 @@ def main() -> None:
             name = f'xagents{" " + backend if backend else ""}'
             if case in THROUGHPUT:
                 mine, base = (statistics.median(run['steps_per_second'] for run in group) for group in (runs, theirs))
-                print(f'{case}: median env steps/s {name} {mine:,.0f}, SB3 {base:,.0f}: {mine / base:.1f}x SB3', flush=True)
+                print(f'{case}: median env steps/s {name} {rate(mine)}, SB3 {rate(base)}: {mine / base:.1f}x SB3',
+                      flush=True)
             else:
                 mine, base = (statistics.median(run['seconds'] for run in group) for group in (runs, theirs))
                 print(f'{case}: median wall {name} {mine:.1f} s, SB3 {base:.1f} s: {mine / base:.2f}x SB3', flush=True)
         print(flush=True)
 
 
+def rate(steps_per_second: float) -> str:
+    """Steps per second to three figures at least: CrossQ's MuJoCo update runs at a few a second."""
+    return f'{steps_per_second:,.0f}' if steps_per_second >= 100 else f'{steps_per_second:.3g}'
+
+
 def describe(run: dict) -> str:
     if 'steps_per_second' in run:
-        return f'{run["steps_per_second"]:,.0f} env steps/s'
+        return f'{rate(run["steps_per_second"])} env steps/s'
     reached = f', target at {run["reached"]:,} steps' if run.get('reached') else ''
     return f'{run["seconds"]:.1f} s{reached}'
 
