@@ -376,7 +376,8 @@ def her_fetchreach(seed: int) -> dict:
 
 SB3_DEFAULTS = {'ppo': 'stable_baselines3:PPO', 'a2c': 'stable_baselines3:A2C', 'dqn': 'stable_baselines3:DQN',
                 'sac': 'stable_baselines3:SAC', 'td3': 'stable_baselines3:TD3', 'ddpg': 'stable_baselines3:DDPG',
-                'trpo': 'sb3_contrib:TRPO'}  # ACER has none
+                'trpo': 'sb3_contrib:TRPO', 'qrdqn': 'sb3_contrib:QRDQN', 'tqc': 'sb3_contrib:TQC',
+                'crossq': 'sb3_contrib:CrossQ'}  # ACER has none
 
 
 class FloatGrid(gym.ObservationWrapper):
@@ -396,7 +397,7 @@ class FloatGrid(gym.ObservationWrapper):
 
 
 def sb3_defaults(algo: str, env_id: str, seed: int, steps: int, frequency: int, her: bool = False) -> dict:
-    """SB3's (sb3-contrib's TRPO; MaskablePPO where the env masks actions) defaults for ``algo`` on ``env_id``, as
+    """SB3's (sb3-contrib's TRPO, QRDQN, TQC and CrossQ; MaskablePPO where the env masks actions) defaults for ``algo`` on ``env_id``, as
     ``ALGO('MlpPolicy' or 'MultiInputPolicy', env_id)`` makes them: one env, nothing tuned; SAC, TD3 and DDPG with
     ``HerReplayBuffer``'s defaults when ``her``. Every ``frequency`` steps 10 deterministic episodes."""
     import importlib
@@ -460,13 +461,13 @@ def main() -> None:
     parser.add_argument('--warmup', type=int, default=1000, help='throughput cases: random-action steps first')
     args = parser.parse_args()
     only = {'a2c': 'LunarLander-v3', 'ddpg': 'LunarLanderContinuous-v3'}.get(args.algo, args.env)
-    if args.algo == 'qrdqn' and args.env not in ZOO_QRDQN:
-        parser.error(f'--algo qrdqn has RL Zoo\'s settings for {" and ".join(ZOO_QRDQN)} only, got --env {args.env}')
     if args.case == 'defaults':
         gym.logger.min_level = 40
         result = sb3_defaults(args.algo, args.env, args.seed, args.steps, args.eval_frequency, args.her)
         print(json.dumps({'case': args.case, 'seed': args.seed, 'torch_threads': torch.get_num_threads(), **result}))
         return
+    if args.algo == 'qrdqn' and args.env not in ZOO_QRDQN:
+        parser.error(f'--algo qrdqn has RL Zoo\'s settings for {" and ".join(ZOO_QRDQN)} only, got --env {args.env}')
     if args.env != only:
         parser.error(f'--algo {args.algo} has RL Zoo\'s settings for {only} only, got --env {args.env}')
     gym.register_envs(ale_py)

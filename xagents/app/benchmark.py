@@ -163,9 +163,9 @@ SUITES = {
     'defaults': [
         *(Job(agent, f'{OWN}CartPole-v1', 475, steps, 10_000) for agent, steps in (
             ('ppo', 200_000), ('a2c', 300_000), ('trpo', 300_000), ('acer', 300_000), ('dqn', 150_000),
-            ('sac', 100_000))),
+            ('qrdqn', 150_000), ('sac', 100_000))),
         *(Job(agent, f'{OWN}Pendulum-v1', -250, 200_000, 10_000) for agent in ('ppo', 'trpo')),
-        *(Job(agent, f'{OWN}Pendulum-v1', -200, 20_000, 1_000) for agent in ('sac', 'td3', 'ddpg')),
+        *(Job(agent, f'{OWN}Pendulum-v1', -200, 20_000, 1_000) for agent in ('sac', 'td3', 'ddpg', 'tqc', 'crossq')),
         *(Job(agent, f'{OWN}Acrobot-v1', -100, 300_000, 10_000) for agent in ('ppo', 'dqn')),
         *(Job(agent, f'{OWN}LunarLander-v3', 200, steps, 25_000) for agent, steps in (
             ('ppo', 1_000_000), ('dqn', 300_000))),

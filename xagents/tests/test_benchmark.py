@@ -235,7 +235,8 @@ def test_the_defaults_suite_runs_each_agent_on_its_generic_defaults():
         assert presets(job.env) == presets('FrozenLake-v1')  # (no preset names FrozenLake), job.name
     assert agent_class('ppo').default_hyperparameters('CartPole-v1') != agent_class('ppo').default_hyperparameters(
         f'{OWN}CartPole-v1')
-    assert {job.agent for job in SUITES['defaults']} == {'ppo', 'a2c', 'trpo', 'acer', 'dqn', 'sac', 'td3', 'ddpg'}
+    assert {job.agent for job in SUITES['defaults']} == {'ppo', 'a2c', 'trpo', 'acer', 'dqn', 'qrdqn', 'sac', 'td3', 'ddpg',
+                                                         'tqc', 'crossq'}
 
 
 def test_success_rate_runs_are_tabled_by_success_and_their_labels_keep_them_apart():
