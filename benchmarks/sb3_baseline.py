@@ -399,7 +399,8 @@ class FloatGrid(gym.ObservationWrapper):
 def sb3_defaults(algo: str, env_id: str, seed: int, steps: int, frequency: int, her: bool = False) -> dict:
     """SB3's (sb3-contrib's TRPO, QRDQN, TQC and CrossQ; MaskablePPO where the env masks actions) defaults for
     ``algo`` on ``env_id``, as ``ALGO('MlpPolicy' or 'MultiInputPolicy', env_id)`` makes them: one env, nothing
-    tuned; SAC, TD3 and DDPG with ``HerReplayBuffer``'s defaults when ``her``. Every ``frequency`` steps 10 deterministic episodes."""
+    tuned; SAC, TD3 and DDPG with ``HerReplayBuffer``'s defaults when ``her``. Every ``frequency`` steps 10
+    deterministic episodes."""
     import importlib
     import os
     import sys
