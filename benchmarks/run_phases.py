@@ -4,8 +4,9 @@
 
 Each seed is a fresh process training with the tuned settings to the target, as ``xagents train`` does. It
 reports, in seconds: Python's start and the imports (TensorFlow's among them), building the agent and its envs,
-the first update (tracing and compiling), the other updates, collection (acting and env stepping), the rest of ``fit``
-(progress, episode records, stopping checks) and the exit after the last step.
+the first update (tracing and compiling), the other updates, collection (acting, env stepping and readying the
+batches: GAE, replay), the rest of ``fit`` (progress, episode records, stopping checks) and the exit after the last
+step.
 """
 from __future__ import annotations
 
@@ -31,33 +32,34 @@ def phases(agent_name: str, env: str, target: float, seed: int, started: float) 
     imported = time.time()
     agent = agent_class(agent_name).from_env(env, seed=seed, quiet=True)
     built = time.time()
-    timings = {'collect': 0.0, 'updates': []}
-    collect, train_once = agent.collect, agent.train_once
+    timings = {'train_once': 0.0, 'updates': []}
+    train_once, train_step = agent.train_once, agent.train_step
 
-    def timed_collect():
+    def timed_train_step(*args, **kwargs):
         start = time.perf_counter()
-        result = collect()
-        timings['collect'] += time.perf_counter() - start
+        result = train_step(*args, **kwargs)
+        keras.tree.map_structure(keras.ops.convert_to_numpy, result)  # wait for the compiled update to finish
+        timings['updates'].append(time.perf_counter() - start)
         return result
 
     def timed_train_once():
         start = time.perf_counter()
         result = train_once()
-        if result:  # an update ran (an off-policy agent skips them while its buffer fills)
-            for value in result.values():  # wait for the compiled update to finish
-                keras.ops.convert_to_numpy(value)
-            timings['updates'].append(time.perf_counter() - start)
+        timings['train_once'] += time.perf_counter() - start
         return result
 
-    agent.collect, agent.train_once = timed_collect, timed_train_once
+    # train_once collects (on-policy: through gathered() and collect(); off-policy: step by step) and then calls
+    # train_step: collection is its time less the updates', so nothing is counted twice.
+    agent.train_once, agent.train_step = timed_train_once, timed_train_step
     run = agent.fit(target_reward=target, max_steps=1_000_000)
     fitted = time.time()
     fit = fitted - built
     updates = timings['updates']
     print(json.dumps({
         'steps': run.steps, 'start and imports': imported - started, 'build': built - imported,
-        'first update (tracing)': updates[0], 'other updates': sum(updates[1:]), 'collection': timings['collect'],
-        'rest of fit': fit - sum(updates) - timings['collect'], 'fit ended': fitted,
+        'first update (tracing)': updates[0], 'other updates': sum(updates[1:]),
+        'collection': timings['train_once'] - sum(updates), 'rest of fit': fit - timings['train_once'],
+        'fit ended': fitted,
     }), flush=True)
 
 
