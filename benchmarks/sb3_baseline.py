@@ -4,6 +4,7 @@ Runs in its own virtual environment (SB3 is a comparison, not a dependency of xa
 
     python -m venv sb3 && sb3/bin/pip install stable-baselines3 sb3-contrib 'gymnasium[box2d,atari,mujoco]' opencv-python-headless
     sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole --seed 0
+    sb3/bin/python benchmarks/sb3_baseline.py ppo-cartpole-constant-clip --seed 0  # the clip range kept at 0.2
     sb3/bin/python benchmarks/sb3_baseline.py maskable-taxi --seed 0
     sb3/bin/python benchmarks/sb3_baseline.py multi-input-doorkey --seed 0  # also: pip install minigrid
     sb3/bin/python benchmarks/sb3_baseline.py recurrent-cartpole-novel --seed 0  # RecurrentPPO, CartPoleNoVel-v1
@@ -84,18 +85,22 @@ class Clock(BaseCallback):
         return True
 
 
-def ppo_cartpole(seed: int) -> dict:
+def ppo_cartpole(seed: int, constant_clip: bool = False) -> dict:
+    """RL Zoo's CartPole PPO; ``constant_clip`` keeps its clip range at 0.2 where RL Zoo decays it to 0 (xagents'
+    clip range has no schedule: ``ppo-cartpole-same`` runs both sides so)."""
     env = make_vec_env('CartPole-v1', n_envs=8, seed=seed)
     model = PPO('MlpPolicy', env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed)
+                ent_coef=0.0, learning_rate=linear(1e-3), clip_range=0.2 if constant_clip else linear(0.2), seed=seed)
     stop = StopAtMean(475, 100)
     model.learn(100_000, callback=stop)
     return {'steps': model.num_timesteps, 'reached': stop.reached}
 
 
-def sac_pendulum(seed: int) -> dict:
+def sac_pendulum(seed: int, learning_starts: int = 100) -> dict:
+    """RL Zoo's Pendulum SAC (``sac-pendulum-same``: 256 random steps first, as xagents, which samples a batch of
+    256 only from a buffer that holds one, where SB3 samples 256 from its first 100 with replacement)."""
     env = make_vec_env('Pendulum-v1', n_envs=1, seed=seed)
-    model = SAC('MlpPolicy', env, learning_rate=1e-3, seed=seed)
+    model = SAC('MlpPolicy', env, learning_rate=1e-3, learning_starts=learning_starts, seed=seed)
     stop = StopAtMean(-200, 20)
     model.learn(20_000, callback=stop)
     return {'steps': model.num_timesteps, 'reached': stop.reached}
@@ -434,6 +439,8 @@ def sb3_defaults(algo: str, env_id: str, seed: int, steps: int, frequency: int, 
 
 
 CASES = {'ppo-cartpole': ppo_cartpole, 'sac-pendulum': sac_pendulum, 'ppo-pong': ppo_pong,
+         'ppo-cartpole-constant-clip': lambda seed: ppo_cartpole(seed, constant_clip=True),
+         'sac-pendulum-same': lambda seed: sac_pendulum(seed, learning_starts=256),
          'maskable-taxi': maskable_taxi, 'multi-input-doorkey': multi_input_doorkey,
          'recurrent-cartpole-novel': lambda seed: cartpole_novel(seed, recurrent=True),
          'ppo-cartpole-novel': lambda seed: cartpole_novel(seed, recurrent=False),

@@ -1,15 +1,24 @@
 """xagents against Stable-Baselines3 + RL Zoo settings, side by side, seed by seed; prints the figures.
 
 Each case runs both libraries in turn for every seed as whole processes (imports, graph tracing
-and all), each with its own tuned settings, on an otherwise idle machine::
+and all), on an otherwise idle machine; a case says whether both sides have the same settings::
 
     python benchmarks/versus_sb3.py --sb3-python sb3/bin/python [--cases ppo-cartpole ...] [--seeds 0 1 2]
         [--backends tensorflow jax torch]
 
 (`benchmarks/sb3_baseline.py` says how to make the SB3 environment.) Cases:
 
-- ppo-cartpole: PPO to a 100-episode training mean of 475 on CartPole-v1, wall seconds.
-- sac-pendulum: SAC to a 20-episode training mean of -200 on Pendulum-v1, wall seconds.
+- ppo-cartpole: PPO to a 100-episode training mean of 475 on CartPole-v1, wall seconds, each library with its own
+  tuned preset: xagents' (8 epochs at a constant lr 3e-3) against RL Zoo's (20 epochs, lr 1e-3 and clip range 0.2
+  both decayed linearly to 0 over 100k steps).
+- ppo-cartpole-same: the same with identical settings and networks on both sides: RL Zoo's, with the clip range
+  kept at 0.2 on both (xagents' clip range has no schedule), and SB3's Adam epsilon (1e-5) in xagents.
+- sac-pendulum: SAC to a 20-episode training mean of -200 on Pendulum-v1, wall seconds, each with its own preset:
+  xagents' 64-64 networks, 1,000 random steps and 50 gradient steps every 50 env steps, against RL Zoo's 256-256
+  networks, 100 random steps and one gradient step per env step.
+- sac-pendulum-same: the same with identical settings and networks: RL Zoo's on both sides (256-256, one gradient
+  step per env step, a 1M buffer, PyTorch's Adam epsilon 1e-8), but 256 random steps first on both, not 100
+  (xagents samples a batch of 256 only from a buffer that holds one).
 - ppo-pong: PPO on PongNoFrameskip-v4, 8 envs, 10,240 env steps, wall seconds (ppo-pong-bf16: xagents with
   ``--precision bf16``, against the same SB3 run).
 - sac-hopper, td3-hopper: env steps/s on Hopper-v5 after a 1,000-step random warm-up and the first
@@ -38,6 +47,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 XAGENTS = {
     'ppo-cartpole': ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '475', '--max-steps', '300000'],
     'sac-pendulum': ['train', 'sac', '--env', 'Pendulum-v1', '--target-reward', '-200', '--max-steps', '20000'],
+    'ppo-cartpole-same': ['train', 'ppo', '--env', 'CartPole-v1', '--target-reward', '475', '--max-steps', '300000',
+                          '--ppo-epochs', '20', '--lr', '0.001', '--lr-decay-steps', '100000', '--opt-epsilon', '1e-5'],
+    'sac-pendulum-same': ['train', 'sac', '--env', 'Pendulum-v1', '--target-reward', '-200', '--max-steps', '20000',
+                          '--actor-model', 'ann-actor-256.cfg', '--critic-model', 'ann-critic-256.cfg',
+                          '--buffer-initial-size', '256', '--update-every', '1', '--gradient-steps', '1',
+                          '--buffer-max-size', '1000000', '--opt-epsilon', '1e-8'],
     'ppo-pong': ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '8', '--max-steps', '10240'],
     'ppo-pong-bf16': ['train', 'ppo', '--env', 'PongNoFrameskip-v4', '--n-envs', '8', '--max-steps', '10240',
                       '--precision', 'bf16'],
@@ -67,8 +82,12 @@ def xagents_run(case: str, seed: int, steps: int, warmup: int, backend: str | No
     return {'seconds': seconds, 'reached': int(reached.group(1)) if reached else None}
 
 
+# The SB3 run each xagents case stands beside, where it has another name.
+SB3_CASE = {'ppo-pong-bf16': 'ppo-pong', 'ppo-cartpole-same': 'ppo-cartpole-constant-clip'}
+
+
 def sb3_run(python: str, case: str, seed: int, steps: int, warmup: int) -> dict:
-    seconds, out = timed([python, os.path.join(HERE, 'sb3_baseline.py'), case.removesuffix('-bf16'), '--seed', str(seed),
+    seconds, out = timed([python, os.path.join(HERE, 'sb3_baseline.py'), SB3_CASE.get(case, case), '--seed', str(seed),
                           '--steps', str(steps), '--warmup', str(warmup)])
     return {'seconds': seconds, **json.loads(out.strip().splitlines()[-1])}
 
