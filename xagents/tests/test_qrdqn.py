@@ -1,5 +1,6 @@
 """QR-DQN: the quantile Huber loss, a gradient step's loss and TD errors worked out by hand on a linear network,
 the layout of the network's outputs (actions, then quantiles), dueling quantiles, and a learning run."""
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -37,6 +38,38 @@ def test_the_quantile_huber_loss_is_least_at_the_targets_quantiles_at_the_midpoi
             moved[i] += shift
             assert loss(moved) > loss(best), (i, shift)
     assert loss(np.quantile(targets, 1 - fractions).astype(np.float32)) > loss(best)
+
+
+def numpy_quantile_huber_loss(quantiles: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Dabney et al. 2018, eq. 10 (kappa = 1) in NumPy: for each of the N estimates theta_i (fraction (2i + 1) / 2N),
+    the mean over the N' targets T_j of |tau_i - 1{u < 0}| huber(u), u = T_j - theta_i, then the sum over i."""
+    n = quantiles.shape[1]
+    fractions = (np.arange(n) + 0.5) / n
+    loss = np.zeros(len(quantiles))
+    for b in range(len(quantiles)):
+        for i in range(n):
+            u = targets[b] - quantiles[b, i]
+            huber = np.where(np.abs(u) <= 1, 0.5 * u ** 2, np.abs(u) - 0.5)
+            loss[b] += np.mean(np.abs(fractions[i] - (u < 0)) * huber)
+    return loss
+
+
+@pytest.mark.backends
+def test_the_quantile_huber_loss_sums_over_estimates_and_averages_over_targets_when_their_numbers_differ():
+    """Two estimates against three targets (TQC's kN targets are not N): theta = (1, 2) at (0.25, 0.75), targets
+    (2.8, 4.6, 0.5). theta_0: u = 1.8, 3.6, -0.5, huber 1.3, 3.1, 0.125, weights 0.25, 0.25, 0.75:
+    mean(0.325, 0.775, 0.09375) = 0.397917; theta_1: u = 0.8, 2.6, -1.5, huber 0.32, 2.1, 1, weights 0.75, 0.75, 0.25:
+    mean(0.24, 1.575, 0.25) = 0.688333; loss 1.08625 (averaging over estimates and summing over targets: 1.629375).
+    Then three estimates against five targets on random values, against the paper's equation."""
+    loss = quantile_huber_loss(keras.ops.convert_to_tensor(np.array([[1.0, 2]], np.float32)),
+                               keras.ops.convert_to_tensor(np.array([[2.8, 4.6, 0.5]], np.float32)))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loss), [1.08625], rtol=1e-6)
+    rng = np.random.default_rng(0)
+    quantiles, targets = rng.normal(size=(4, 3)) * 2, rng.normal(size=(4, 5)) * 2
+    loss = quantile_huber_loss(keras.ops.convert_to_tensor(quantiles.astype(np.float32)),
+                               keras.ops.convert_to_tensor(targets.astype(np.float32)))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loss), numpy_quantile_huber_loss(quantiles, targets),
+                               rtol=1e-5)
 
 
 def quantile_agent(double=False):

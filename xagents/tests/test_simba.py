@@ -129,3 +129,34 @@ def test_simba_and_a_network_of_ones_own_are_refused_together_and_where_none_is_
 def test_simba_leaves_an_explicit_normalisation_choice_alone():
     agent = SAC(create_envs('Pendulum-v1'), simba=True, normalize_observations=False, quiet=True)
     assert agent.observation_stats is None
+
+
+@pytest.mark.parametrize('agent', ['dqn', 'qrdqn'])
+def test_dueling_simba_has_the_plain_simba_trunk_and_acts_as_its_equations_in_numpy(agent):
+    """The dueling Q-network is the plain one's trunk (embedding, residual block, final layer norm) under two heads:
+    Q = V + A - mean_a A of the layer norm's features (Lee et al. 2024 end every SimBa network with that norm)."""
+    envs = create_envs('CartPole-v1')
+    plain = agent_class(agent)(envs, simba=True, seed=0, quiet=True)
+    dueling = agent_class(agent)(envs, simba=True, dueling=True, seed=0, quiet=True)
+    trunk = [type(layer) for layer in dueling.model.layer_graph.trunk]
+    assert trunk == [type(layer) for layer in plain.model.layer_graph.trunk]
+    assert trunk == [keras.layers.Dense, ResidualBlock, keras.layers.LayerNormalization]
+    if agent != 'dqn':
+        return
+    rng = np.random.default_rng(0)
+    for weight in dueling.model.weights:  # away from the initial ones (layer norm's ones and zeros)
+        weight.assign(rng.normal(size=weight.shape).astype(np.float32) * 0.3)
+    embed, block, norm = dueling.model.layer_graph.trunk
+    (value_head,), (advantage_head,) = dueling.model.layer_graph.branches
+    w0, b0 = embed.get_weights()
+    gamma, beta = block.normalise.get_weights()
+    w1, b1, w2, b2 = block.expand.get_weights() + block.project.get_weights()
+    x = rng.normal(size=(5, 4)).astype(np.float32)
+    h = x @ w0 + b0
+    h = h + np.maximum(layer_norm(h, gamma, beta) @ w1 + b1, 0) @ w2 + b2
+    h = layer_norm(h, *norm.get_weights())
+    value, advantage = h @ value_head.get_weights()[0] + value_head.get_weights()[1], \
+        h @ advantage_head.get_weights()[0] + advantage_head.get_weights()[1]
+    expected = value + advantage - advantage.mean(-1, keepdims=True)
+    q = dueling.q_values(dueling.model, keras.ops.convert_to_tensor(x))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(q), expected, rtol=1e-4, atol=1e-4)
