@@ -71,6 +71,42 @@ def test_once_warm_the_corrections_are_clipped_and_outside_training_the_running_
     assert int(layer.steps.numpy()) == 2 and np.array_equal(layer.moving_mean.numpy(), after[0])
 
 
+def renorm_reference(batches, warmup_steps: int, momentum: float, r_max: float = 3.0, d_max: float = 5.0):
+    """Batch renormalisation's training calls in NumPy (Ioffe 2017, algorithm 1): each batch normalised by its own
+    statistics, corrected by r and d from the running ones once past the warm-up, and the running statistics moved
+    towards the batch's own mean and unbiased variance (never the corrected ones). The outputs and the running
+    statistics after each call."""
+    moving_mean, moving_variance = np.zeros(batches[0].shape[1]), np.ones(batches[0].shape[1])
+    outputs, means = [], []
+    for step, x in enumerate(batches):
+        output, _, _ = renormalised(x, moving_mean, moving_variance, step > warmup_steps, r_max, d_max)
+        outputs.append(output)
+        moving_mean = moving_mean + momentum * (x.mean(0) - moving_mean)
+        moving_variance = moving_variance + momentum * (x.var(0, ddof=1) - moving_variance)
+        means.append(moving_mean)
+    return outputs, np.array(means), moving_variance
+
+
+@pytest.mark.backends
+def test_past_the_warm_up_the_running_statistics_follow_drifting_data():
+    """Batches whose mean drifts from 0 to 2 and whose spread grows from 1 to 2, 20 calls of warm-up then 100 warm
+    ones: every output and the running statistics as in NumPy, and the running mean ends within its lag of the data's
+    2 (a running mean moved by the corrected statistics stops where the warm-up left it)."""
+    rng = np.random.default_rng(0)
+    drift = np.linspace(0, 1, 120)[:, None]
+    batches = [(2 * d + (1 + d) * rng.normal(size=(64, 2))).astype(np.float32) for d in drift]
+    layer = layer_with([0.0, 0.0], [1.0, 1.0], steps=0, warmup_steps=20, momentum=0.05)
+    outputs, means, variance = renorm_reference([x.astype(np.float64) for x in batches], 20, 0.05)
+    for step, (x, expected) in enumerate(zip(batches, outputs)):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(layer(x, training=True)), expected, rtol=1e-4,
+                                   atol=1e-4, err_msg=f'call {step}')
+        np.testing.assert_allclose(layer.moving_mean.numpy(), means[step], rtol=1e-4, atol=1e-5,
+                                   err_msg=f'call {step}')
+    np.testing.assert_allclose(layer.moving_variance.numpy(), variance, rtol=1e-4)
+    assert np.all(layer.moving_mean.numpy() > 1.5) and np.all(means[20] < 0.5), (layer.moving_mean.numpy(), means[20])
+    assert np.all(layer.moving_variance.numpy() > 2.5)
+
+
 def test_no_gradient_flows_through_the_corrections():
     """Against finite differences of the training output with r and d held at this batch's values (Ioffe 2017:
     they are treated as constants); a gradient through them would differ."""
