@@ -12,6 +12,7 @@ from xagents.dqn.agent import DQN
 from xagents.envs.masks import masked_logits
 from xagents.maths.losses import quantile_huber_loss
 from xagents.networks.models import Output, is_image_space
+from xagents.utils.memory import check_quantile_pairs
 
 
 class QRDQN(DQN):
@@ -53,6 +54,8 @@ class QRDQN(DQN):
         super().__init__(envs, model, lr=lr, opt_epsilon=opt_epsilon, **kwargs)
 
     def q_outputs(self) -> list[Output]:
+        check_quantile_pairs(f'--n-quantiles {self.n_quantiles:,}', self.buffer_batch_size, self.n_quantiles,
+                             self.n_quantiles, 'lower --n-quantiles (or --buffer-batch-size)')
         if self.dueling:
             return [Output('value', self.n_quantiles), Output('advantage', self.n_actions * self.n_quantiles)]
         return [Output('quantiles', self.n_actions * self.n_quantiles)]

@@ -14,6 +14,7 @@ from xagents.utils.validation import KINDS, check_value
 
 NAN, INF = 'nan', 'inf'
 CARTPOLE = ['--env', 'CartPole-v1', '--max-steps', '100']
+PENDULUM = ['--env', 'Pendulum-v1', '--max-steps', '100']
 
 
 @pytest.mark.parametrize('argv, message', [
@@ -78,6 +79,13 @@ def test_every_numeric_parameter_of_every_agent_has_a_kind(agent):
     (['dqn', *CARTPOLE, '--buffer-max-size', str(10 ** 12)], 'a replay buffer of 1,000,000,000,000 transitions needs '),
     (['sac', '--env', 'CarRacing-v3', '--max-steps', '100'], 'a replay buffer of 1,000,000 transitions needs 25.8 GiB '),
     (['acer', *CARTPOLE, '--buffer-max-size', str(10 ** 9)], 'a replay buffer of 1,000,000,000 segments needs '),
+    # Sizes of the quantile agents, named as the flag rather than the cfg layer they would overflow; a million
+    # critics are refused before any is built (they were built one by one for minutes).
+    (['tqc', *PENDULUM, '--n-critics', str(10 ** 6)], '--n-critics 1,000,000 with --n-quantiles 25: a loss over '),
+    (['tqc', *PENDULUM, '--n-quantiles', str(10 ** 7)], '--n-critics 2 with --n-quantiles 10,000,000: a loss over '),
+    (['tqc', *PENDULUM, '--n-critics', '1000', '--top-quantiles-to-drop-per-net', '0'], '--n-critics 1,000 with '),
+    (['qrdqn', *CARTPOLE, '--n-quantiles', str(10 ** 5)], '--n-quantiles 100,000: a loss over 100,000 quantile '),
+    (['qrdqn', *CARTPOLE, '--n-quantiles', str(10 ** 4), '--buffer-batch-size', '1000'], '--n-quantiles 10,000: '),
 ])
 def test_sizes_that_cannot_fit_in_memory_fail_fast_naming_the_memory_needed(xagents_cli, workdir, argv, message):
     from xagents.utils.memory import available_bytes

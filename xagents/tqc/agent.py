@@ -10,6 +10,7 @@ from xagents import backend
 from xagents.maths.losses import quantile_huber_loss
 from xagents.networks.models import Output
 from xagents.sac.agent import SAC
+from xagents.utils.memory import check_quantile_pairs
 
 
 class TQC(SAC):
@@ -59,6 +60,9 @@ class TQC(SAC):
         super().__init__(envs, actor_model, critic_model, **kwargs)
 
     def build_critics(self, critic_model, q_units: int) -> keras.Model:
+        check_quantile_pairs(f'--n-critics {self.n_critics:,} with --n-quantiles {self.n_quantiles:,}',
+                             self.buffer_batch_size, self.n_critics * self.n_quantiles, self.kept_quantiles,
+                             'lower --n-critics or --n-quantiles (or --buffer-batch-size)')
         outputs = [Output(f'z{n + 1}', self.n_quantiles) for n in range(self.n_critics)]
         return self.build_critic('critic', critic_model, outputs, repeat_head=True)
 

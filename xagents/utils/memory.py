@@ -28,3 +28,11 @@ def check_fits(what: str, nbytes: float, fix: str) -> None:
     available = available_bytes()
     if available is not None and nbytes > available:
         raise ValueError(f'{what} needs {gib(nbytes)} of memory, {gib(available)} is available: {fix}')
+
+
+def check_quantile_pairs(sizes: str, batch: int, estimates: int, targets: int, fix: str) -> None:
+    """Refuse quantile sizes whose loss cannot fit (before a network is built): the quantile Huber loss holds a
+    float32 for every (transition, estimate, target) triple of a batch, three times over (the errors, their weighted
+    Huber loss and its gradient)."""
+    check_fits(f'{sizes}: a loss over {estimates:,} quantile estimates x {targets:,} targets for each of '
+               f'{batch:,} transitions', 12 * batch * estimates * targets, fix)
