@@ -10,20 +10,69 @@ import types
 
 import gymnasium as gym
 import keras
+import numpy as np
 
 from xagents.backend import NAME as BACKEND
 
 
 def as_keras_model(network, observation_space: gym.Space, name: str, owner: str) -> keras.Model:
     """``network`` as a Keras model taking ``observation_space``'s observations (as float32, images unscaled) and
-    returning what ``network`` returns (a tensor, or a tuple of them: the agent's outputs in order)."""
+    returning what ``network`` returns (a tensor, or a tuple of them: the agent's outputs in order), checked by
+    :func:`check_network`."""
     if isinstance(network, keras.Model):
-        return network
-    layer = _as_layer(network, observation_space, owner)
-    inputs = keras.Input(observation_space.shape, dtype='float32', name='observations')
-    with _tensorflow_unasked():
-        outputs = layer(inputs)
-    return keras.Model(inputs, list(outputs) if isinstance(outputs, (tuple, list)) else outputs, name=name)
+        model = network
+    else:
+        layer = _as_layer(network, observation_space, owner)
+        inputs = keras.Input(observation_space.shape, dtype='float32', name='observations')
+        with _tensorflow_unasked():
+            outputs = layer(inputs)
+        model = keras.Model(inputs, list(outputs) if isinstance(outputs, (tuple, list)) else outputs, name=name)
+    check_network(model, observation_space, owner)
+    return model
+
+
+def check_network(model: keras.Model, observation_space: gym.Space, owner: str) -> None:
+    """Refuse, in one ValueError when the agent is built, a network that would fail inside the framework later or
+    train wrongly unsaid: outputs not float32 (integers, float16, bool, complex), not shaped ``(batch, units)``
+    with one row per observation (probed at two batch sizes: a row shared by the batch makes ``predict`` return
+    one action), not finite on zero observations, or no trainable weights (nothing would train)."""
+    for batch in PROBE_BATCHES:
+        outputs = keras.tree.flatten(_probe(model, np.zeros((batch, *observation_space.shape),
+                                                            observation_space.dtype), observation_space, owner))
+        for index, output in enumerate(outputs, 1):
+            which = f'output {index} of {len(outputs)}'
+            dtype = keras.backend.standardize_dtype(output.dtype)
+            if dtype != 'float32':
+                raise ValueError(f'{owner}: expected float32 outputs, got {dtype} ({which}): cast it in the network '
+                                 "(.float() in PyTorch, dtype='float32' on its last Keras layer)")
+            shape = tuple(output.shape)
+            if len(shape) != 2 or shape[0] != batch:
+                raise ValueError(f'{owner}: expected outputs shaped (batch, units), one row per observation, got '
+                                 f'{shape} for a batch of {batch} ({which}): keep the batch axis first, reduce '
+                                 'nothing across it, and reshape other axes into units')
+            values = keras.ops.convert_to_numpy(output)
+            if not np.isfinite(values).all():
+                raise ValueError(f'{owner}: expected finite outputs, got {"nan" if np.isnan(values).any() else "inf"} '
+                                 f'on zero observations ({which}): check its initial weights and operations such '
+                                 'as log, sqrt or division')
+    if not model.trainable_weights:
+        frozen = len(model.weights)
+        raise ValueError(f'{owner}: expected trainable weights, got {"none" if not frozen else f"{frozen} frozen"}, '
+                         'so nothing would train: give it layers with weights (parameters with requires_grad=True '
+                         'in PyTorch, trainable Keras layers)')
+
+
+PROBE_BATCHES = (2, 5)
+
+
+def _probe(call, observations, observation_space: gym.Space, owner: str):
+    """``call(observations)``, or one ValueError in the framework's own words where it cannot take them."""
+    try:
+        return call(observations)
+    except Exception as error:  # a network of another input size: the framework says which in its own words
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f'{owner}: expected it to take observations shaped {observation_space.shape}, '
+                         f'calling it failed: {first}') from None
 
 
 def copy_model(model: keras.Model) -> keras.Model:
@@ -59,13 +108,8 @@ def _torch_layer(module, observation_space: gym.Space, owner: str) -> keras.laye
     import torch
 
     layer = keras.layers.TorchModuleWrapper(module)
-    try:
-        with torch.no_grad():
-            outputs = module(keras.ops.zeros((2, *observation_space.shape)))
-    except Exception as error:  # a module of another input size: PyTorch says which in its own words
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f'{owner}: expected it to take observations shaped {observation_space.shape}, '
-                         f'calling it failed: {first}') from None
+    with torch.no_grad():
+        outputs = _probe(module, keras.ops.zeros((2, *observation_space.shape)), observation_space, owner)
     if isinstance(outputs, list):
         outputs = tuple(outputs)
     if not (isinstance(outputs, torch.Tensor) or isinstance(outputs, tuple) and all(
