@@ -6,6 +6,7 @@ temporary files that a killed write left behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import tempfile
@@ -45,7 +46,7 @@ def atomic_write(path: str) -> Iterator[IO[bytes]]:
     except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
-        if isinstance(error, OSError) and error.filename is None:
+        if isinstance(error, OSError) and error.filename != path:  # none, or the temporary (a rename refused)
             raise OSError(error.errno, error.strerror, path) from None
         raise
 
@@ -69,6 +70,21 @@ def check_writable(path: str, directory: bool = False) -> None:
         os.remove(probe)
     except OSError as error:
         raise ValueError(f'cannot write {path}: {error.strerror}') from None
+    if not directory and os.path.isfile(path):
+        _check_replaceable(path)
+
+
+def _check_replaceable(path: str) -> None:
+    """Refuse an existing file that no write can replace, an immutable or append-only one (``chattr +i``): opening
+    it for writing, which changes nothing, is refused with EPERM (other refusals, EACCES, don't stop a rename)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except PermissionError as error:
+        if error.errno == errno.EPERM:
+            raise ValueError(f'cannot write {path}: {error.strerror} (an immutable or append-only file: '
+                             f'chattr -i -a {path}, or choose another path)') from None
+    except OSError:
+        pass
 
 
 def stale_temporaries(directory: str) -> dict[str, str]:

@@ -55,8 +55,14 @@ class OutputLocks:
         """Lock output ``path`` (called ``label`` in the error), making its folder if missing.
 
         Raises:
-            ValueError: another live run holds it.
+            ValueError: another live run holds it, or its lock cannot be written (a full disk): naming ``path``.
         """
+        try:
+            self._take(label, path)
+        except OSError as error:
+            raise ValueError(f'cannot write {path}: {error.strerror}') from None
+
+    def _take(self, label: str, path: str) -> None:
         lock = lock_path(path)
         while True:  # until the file locked is the one at ``lock``: another run may remove it meanwhile
             folder, missing = os.path.dirname(lock), []
