@@ -38,7 +38,7 @@ from xagents.maths.distributions import StateDependentNoise
 from xagents.envs.creation import ENV_PARAMETERS, create_envs
 from xagents.storage.history import History
 from xagents.envs.masks import mask_kwargs, mask_size
-from xagents.networks.own import as_keras_model
+from xagents.networks import own, residual
 from xagents.networks.models import (PRECISIONS, Forward, Output, build_model, check_model, check_precision,
                                   computing_in_float32, is_image_space)
 from xagents.utils.names import unknown_method, unknown_parameter
@@ -97,8 +97,8 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             lr_decay_steps: Anneal learning rates linearly to 0 over this many steps (RL Zoo's schedule).
             gamma: Discount factor.
             seed: Seed for TensorFlow, NumPy action sampling and the envs; same seed, same history.
-            normalize_observations: Scale vector observations by their running mean and standard
-                deviation, clipped (Baselines' VecNormalize and DDPG, RL Zoo's normalize); the statistics
+            normalize_observations: Scale vector observations by their running mean and standard deviation,
+                clipped (Baselines' VecNormalize and DDPG, RL Zoo's normalize; not with simba); the statistics
                 are updated while collecting only, frozen when acting outside training, and saved with
                 the first model. Default: on when the observations hold a grid (a uint8 image too small for
                 the Nature CNN, such as MiniGrid's 7x7 ids, whose values are no intensities), else off.
@@ -110,15 +110,15 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
             precision: ``float32``, or ``bf16``: the hidden layers of .cfg models compute in bfloat16 (Keras'
                 ``mixed_bfloat16``; about 1.5-2x faster convolutions on CPUs with AVX512-BF16 or AMX, and on GPUs),
                 while weights, optimizer state, outputs and losses stay float32.
-            simba: Build the packaged SimBa networks (Lee et al. 2024: a linear embedding, residual blocks of
-                layer norm, a 4x wider ReLU layer and a skip connection, a final layer norm; ``ann-<role>-simba.cfg``)
-                in place of the default and preset ones, with normalize_observations on unless given (every agent,
-                on vector and Dict observations).
+            simba: Build the packaged SimBa networks (Lee et al. 2024: an embedding, residual blocks of layer norm,
+                a 4x wider ReLU layer and a skip, a final layer norm; ``ann-<role>-simba.cfg``) in place of the default
+                and preset ones (every agent), trained as SBX's: AdamW with weight decay 1e-4 where Adam would be, and
+                normalize_observations on unless given, unclipped (vector and Dict observations; ``networks.residual``).
         """
         if precision not in PRECISIONS:
             raise ValueError(f'precision takes {" or ".join(PRECISIONS)}, got {precision!r}')
         self.precision = precision
-        self.network_variant = '-simba' if simba else ''
+        self.network_variant, self.observation_clip = residual.simba_settings(simba, self.observation_clip)
         if simba and normalize_observations is None and not is_image_space(envs.single_observation_space):
             normalize_observations = True  # SimBa's running-statistics normalisation of the inputs
         self.setup_observations(envs.single_observation_space, normalize_observations)
@@ -331,16 +331,16 @@ class BaseAgent(Observing, EnvStepping, WorkerSide):
         if self.dict_observations is not None:
             raise ValueError(f"{owner}: Dict observations need a .cfg model (each key's layers given with "
                              'input=KEY), got a network of yours')
-        model = as_keras_model(network, observation_space, role, owner)
+        model = own.as_keras_model(network, observation_space, role, owner)
         check_precision(model, self.precision, owner)
         check_model(model, observation_space, outputs, features, owner)
         return model
 
     def make_optimizer(self, role: str, optimizer: keras.optimizers.Optimizer | None = None,
                        **overrides) -> keras.optimizers.Optimizer:
-        """Register the optimizer of ``role``'s model (default: Adam with ``optimizer_settings``),
+        """Register the optimizer of ``role``'s model (default: Adam with ``optimizer_settings``, AdamW for SimBa),
         built so that it can be restored and traced, and following the shared LR schedule."""
-        optimizer = optimizer or keras.optimizers.Adam(**{**self.optimizer_settings, **overrides})
+        optimizer = optimizer or residual.default_optimizer(self, role, overrides)
         optimizer.build(self.models[role].trainable_variables)
         self.optimizers[role] = optimizer
         self.initial_learning_rates[role] = float(optimizer.learning_rate)
