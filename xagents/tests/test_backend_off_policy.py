@@ -272,6 +272,48 @@ def test_tqc_compiled_step_by_hand():
     np.testing.assert_allclose(errors, test_tqc.TD_ERRORS, rtol=1e-5)
 
 
+def sgd_critics(agent) -> None:
+    """Every learning rate 0 but the critics', which take plain gradient steps of rate 1: one step then moves each
+    critic weight by minus its gradient."""
+    freeze(agent)
+    agent.critic_optimizer = agent.make_optimizer('critic', keras.optimizers.SGD(1.0))
+
+
+def test_tqc_compiled_target_subtracts_alpha_times_the_next_log_probability():
+    """SAC's case with quantiles: mean 0, log std -20, every critic's quantiles 0, alpha 0.1: each kept target quantile
+    is -0.1 log pi(a'|s'), so the mean TD error over 512 samples is 0.1 E[log pi(a'|s')] = 1.858 (adding the
+    entropy term instead gives -1.858; the by-hand cases' alpha of 1e-9 hides the sign)."""
+    actor = linear(3, np.zeros((3, 2)), bias=[[0.0, -20.0]])
+    agent = TQC(create_envs('Pendulum-v1'), actor, linear(4, np.zeros((4, 2)), np.zeros((4, 2))), alpha=0.1,
+                n_quantiles=2, top_quantiles_to_drop_per_net=1, buffer_initial_size=256, seed=0, quiet=True)
+    freeze(agent)
+    zeros, ones = np.zeros((512, 3)), np.ones(512)
+    metrics, errors = compiled_step(agent, *columns(zeros, np.zeros((512, 1)), 0 * ones, zeros, ones, ones))
+    np.testing.assert_allclose(float(np.mean(errors)), 0.1 * 18.58106147, atol=0.02)
+
+
+def test_tqc_compiled_critic_gradients_bootstrap_from_the_target_critics():
+    """test_tqc's random critics, the target critics' kernels other than the online ones: after one plain gradient
+    step of rate 1, every critic weight has moved by minus its gradient worked out in NumPy (targets from the
+    target critics, no gradient through them)."""
+    rng = np.random.default_rng(1)
+    batch = (rng.normal(size=(4, 3)), rng.uniform(-1, 1, (4, 1)), rng.normal(size=4), rng.normal(size=(4, 3)),
+             [0.99, 0.9, 0.5, 0.99], [1.0, 0.5, 2.0, 1.5])
+    actor_kernel, actor_bias = rng.normal(size=(3, 1)) * 0.5, 0.2
+    critic_kernels = [rng.normal(size=(4, 5)) for _ in range(3)]
+    target_kernels = [kernel + rng.normal(size=(4, 5)) for kernel in critic_kernels]
+    actor = linear(3, np.hstack([actor_kernel, np.zeros((3, 1))]), bias=[[actor_bias, -20.0]])
+    agent = TQC(create_envs('Pendulum-v1'), actor, linear(4, *critic_kernels), alpha=1e-9, n_critics=3,
+                n_quantiles=5, top_quantiles_to_drop_per_net=2, buffer_initial_size=256, quiet=True)
+    agent.target_critic.set_weights([w for kernel in target_kernels for w in (kernel, np.zeros(5))])
+    sgd_critics(agent)
+    before = agent.critic.get_weights()
+    compiled_step(agent, *columns(*batch))
+    gradients = test_tqc.numpy_tqc_critic_gradients(batch, actor_kernel, actor_bias, critic_kernels, target_kernels, 2)
+    for start, after, gradient in zip(before, agent.critic.get_weights(), gradients):
+        np.testing.assert_allclose(start - after, gradient, rtol=1e-4, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------------- CrossQ
 def test_crossq_compiled_step_by_hand():
     """The worked case of test_crossq.test_crossq_update_by_hand, through the compiled update: the joint batch's
@@ -284,6 +326,42 @@ def test_crossq_compiled_step_by_hand():
     np.testing.assert_allclose(errors, td_errors, rtol=1e-5, atol=1e-6)
     renorm = agent.critic.layers[1]
     assert int(renorm.steps.numpy()) == 1 and np.any(renorm.moving_mean.numpy() != 0)  # written back by the call
+
+
+def test_crossq_compiled_critic_gradients_hold_the_target_constant():
+    """test_crossq's case, its batch renormalisation scaling and shifting, after one plain gradient step of rate 1 on
+    the critics: each weight has moved by minus its gradient in NumPy, with no gradient through the target (which
+    the same critics give, in the same joint pass)."""
+    agent = test_crossq.crossq_agent()
+    renorm = agent.critic.layers[1]
+    gamma, beta = np.array([1.5, 0.5, 2.0, -1.0]), np.array([0.3, -0.2, 0.1, 0.4])
+    renorm.gamma.assign(gamma.astype(np.float32))
+    renorm.beta.assign(beta.astype(np.float32))
+    sgd_critics(agent)
+    before = [ops.convert_to_numpy(weight).copy() for weight in agent.critic.trainable_weights]
+    compiled_step(agent, *columns(*test_crossq.BATCH[:-1], test_crossq.WEIGHTS))
+    gradients = test_crossq.expected_critic_gradients(gamma, beta, test_crossq.WEIGHTS)
+    assert len(gradients) == len(before)
+    for start, after, gradient in zip(before, agent.critic.trainable_weights, gradients):
+        np.testing.assert_allclose(start - ops.convert_to_numpy(after), gradient.reshape(start.shape), rtol=1e-4,
+                                   atol=1e-6)
+
+
+def test_crossq_actor_steps_on_every_policy_delay_th_gradient_step_counted_from_one():
+    """sb3-contrib's phase (its _n_updates counts from 1 and the actor steps when it is a multiple of policy_delay):
+    with a delay of 3, the actor moves on gradient steps 3, 6 and 9, whichever call of the update runs them."""
+    agent = test_crossq.crossq_agent(policy_delay=3)
+    agent.actor_optimizer.learning_rate.assign(0.01)
+    batch = columns(*test_crossq.BATCH)
+    moved = []
+    for _ in range(7):
+        before = weights(agent.actor)
+        compiled_step(agent, *batch)
+        moved.append(any(changed(before, agent.actor)))
+    assert moved == [False, False, True, False, False, True, False]
+    before = weights(agent.actor)
+    agent.compiled_train_steps(*(np.stack([column] * 2) for column in batch))  # steps 8 and 9 in one call
+    assert any(changed(before, agent.actor)) and int(agent.gradient_updates.numpy()) == 9
 
 
 # -------------------------------------------------------------------- train, save and load

@@ -185,6 +185,24 @@ def expected_update(weights=(1.0, 1.0)) -> tuple[float, np.ndarray, float]:
     return critic_loss, q1[:2] - targets, actor_loss
 
 
+def expected_critic_gradients(gamma: np.ndarray, beta: np.ndarray, weights=(1.0, 1.0)) -> list[np.ndarray]:
+    """The gradients of the critic loss of expected_update's case, the batch renormalisation scaling by ``gamma`` and
+    shifting by ``beta``: with y held constant (no gradient through the target, though it reads the same critics),
+    dL / dQ_i(s_b, a_b) = w_b (Q_i(s_b, a_b) - y_b) / B, and Q_i = (x^ gamma + beta) K_i. In the order of the critic's
+    trainable weights: gamma, beta, then each head's kernel and bias."""
+    s, a, r, s_next, discounts, _ = (np.asarray(column, np.float64) for column in BATCH)
+    joint = np.concatenate([np.hstack([s, a]), np.hstack([s_next, np.full((2, 1), math.tanh(0.5))])])
+    normalised, _, _ = renormalised(joint, None, None, warm=False)
+    features = normalised * gamma + beta
+    q = [(features @ kernel)[:, 0] for kernel in (K1, K2)]
+    targets = r + discounts * np.minimum(q[0][2:], q[1][2:])
+    slopes = [np.asarray(weights) * (values[:2] - targets) / 2 for values in q]
+    d_gamma = sum((slope[:, None] * normalised[:2] * kernel[:, 0]).sum(0) for slope, kernel in zip(slopes, (K1, K2)))
+    d_beta = sum(slope.sum() * kernel[:, 0] for slope, kernel in zip(slopes, (K1, K2)))
+    heads = [[features[:2].T @ slope[:, None], slope.sum(keepdims=True)] for slope in slopes]
+    return [d_gamma, d_beta, *heads[0], *heads[1]]
+
+
 @pytest.mark.parametrize('weights', [(1.0, 1.0), tuple(WEIGHTS)], ids=['unweighted', 'importance-weighted'])
 def test_crossq_update_by_hand(weights):
     """Prioritised replay's importance weights scale each sample's squared errors in the critic loss, not the TD

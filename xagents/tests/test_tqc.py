@@ -84,6 +84,27 @@ def numpy_tqc_update(batch, actor_kernel, actor_bias, critic_kernels, dropped):
     return critic_loss, td_errors, actor_loss
 
 
+def numpy_tqc_critic_gradients(batch, actor_kernel, actor_bias, critic_kernels, target_kernels, dropped):
+    """The gradients of TQC's critic loss (as in numpy_tqc_update, the targets from the target critics' kernels)
+    with respect to each linear critic's kernel and bias: d rho / d theta_m = -|tau_m - 1{u < 0}| clip(u, -1, 1), so
+    the loss's gradient at theta_n^m(s_b, a_b) is w_b / B mean_j of it, and no gradient reaches the targets."""
+    s, a, r, s_next, discounts, weights = (np.asarray(column, np.float64) for column in batch)
+    n_quantiles = critic_kernels[0].shape[1]
+    a_next = np.tanh(s_next @ actor_kernel + actor_bias)
+    pooled = np.concatenate([np.hstack([s_next, a_next]) @ kernel for kernel in target_kernels], axis=1)
+    kept = np.sort(pooled, axis=1)[:, :len(target_kernels) * (n_quantiles - dropped)]
+    targets = r[:, None] + discounts[:, None] * kept
+    fractions = (np.arange(n_quantiles) + 0.5) / n_quantiles
+    inputs = np.hstack([s, a])
+    gradients = []
+    for kernel in critic_kernels:
+        u = targets[:, None, :] - (inputs @ kernel)[:, :, None]  # (batch, estimates, targets)
+        slope = -np.mean(np.abs(fractions[None, :, None] - (u < 0)) * np.clip(u, -1, 1), 2)
+        at_estimates = weights[:, None] / len(s) * slope
+        gradients += [inputs.T @ at_estimates, at_estimates.sum(0)]
+    return gradients
+
+
 def test_tqc_update_matches_the_papers_equations_on_random_critics():
     """Three critics of five quantiles, two dropped per critic (9 of 15 targets kept, so summing over estimates and
     averaging over targets differ from the reverse), on four non-terminal samples whose target quantiles differ (so
