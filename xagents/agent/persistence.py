@@ -260,13 +260,15 @@ def export_through_tensorflow(agent: BaseAgent, path: str, format: str | None, a
     Raises:
         ValueError: the agent's envs were not made from an env id, so the TensorFlow process cannot make them again.
     """
-    require_tensorflow(f'exporting from the {backend.NAME} backend (a TensorFlow process writes the file)')
     _, unsaved = json_values(agent.hyperparameters)
-    if unsaved:
+    if unsaved:  # before asking for TensorFlow, which could not help
         raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent '
                          f'again from a save, and a save cannot hold your {", ".join(unsaved)} (a network of yours, '
                          'not JSON): export works for networks built from .cfg files, for Keras models on the '
-                         'TensorFlow backend, and to ONNX on PyTorch')
+                         'TensorFlow backend, and to ONNX on PyTorch' + (
+                             '; a Flax module or JAX functions do not export (act with predict, or build the '
+                             'network from a .cfg file)' if backend.NAME == 'jax' else ''))
+    require_tensorflow(f'exporting from the {backend.NAME} backend (a TensorFlow process writes the file)')
     if vector_settings(agent.envs) is None:
         raise ValueError(f'on the {backend.NAME} backend, export runs in a TensorFlow process that makes the agent '
                          "again from its env id, and this agent's envs were not made from one: make it from an id "

@@ -136,7 +136,7 @@ def _tensorflow_unasked():
     ``tf.function``: on JAX that imports TensorFlow (or fails where it is not installed). On JAX it does not, so
     until TensorFlow is imported anyway, the answer is given without it."""
     lazy = keras.src.utils.module_utils.tensorflow
-    if BACKEND != 'jax' or lazy.module is not None or 'tensorflow' in sys.modules:
+    if BACKEND != 'jax' or lazy.module is not None or sys.modules.get('tensorflow') is not None:
         yield
         return
     lazy.module = types.SimpleNamespace(inside_function=lambda: False)

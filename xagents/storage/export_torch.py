@@ -45,6 +45,7 @@ def _ravel(graph, values):
 
 def onnx_bytes(policy: Callable, specs: dict[str, Spec], modules: Sequence[torch.nn.Module]) -> bytes:
     """The ONNX bytes of ``policy`` on inputs ``specs``, each with its batch dimension named ``batch``."""
+    onnx = require('onnx', 'exporting to onnx')  # PyTorch's exporter needs it too, and says so in 15 lines
     torch.onnx.register_custom_op_symbolic('aten::ravel', _ravel, ONNX_OPSET)
     names = list(specs)
     outputs = [OUTPUT_NAME, *([NEXT_STATE_NAME] if STATE_NAME in specs else [])]
@@ -59,7 +60,7 @@ def onnx_bytes(policy: Callable, specs: dict[str, Spec], modules: Sequence[torch
                           buffer, input_names=names, output_names=outputs, dynamic_axes=dynamic,
                           opset_version=ONNX_OPSET, dynamo=False)
     content = buffer.getvalue()
-    kept = [value.name for value in require('onnx', 'exporting to onnx').load_from_string(content).graph.input]
+    kept = [value.name for value in onnx.load_from_string(content).graph.input]
     if kept != names:  # an input the trace folded into a constant (NumPy computing on a tensor): never a policy
         raise RuntimeError(f'the ONNX export lost its inputs {", ".join(sorted(set(names) - set(kept)))}: the '
                            "policy's graph computed on them outside PyTorch, please report this")

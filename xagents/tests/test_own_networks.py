@@ -188,6 +188,98 @@ def test_a_torch_module_learns_cartpole():
     assert run.mean_reward >= 200 and agent.steps <= 60_000, (run.mean_reward, agent.steps)
 
 
+def threads_after_imports(first: str, **environment: str) -> tuple[int, list[str]]:
+    """PyTorch's threads after xagents' PPO is imported with ``first`` ('torch' or 'xagents') imported first, in a
+    fresh process, and the lines it wrote to stderr."""
+    imports = 'import torch\nfrom xagents import PPO' if first == 'torch' else 'from xagents import PPO\nimport torch'
+    environment = {key: value for key, value in os.environ.items() if key != 'OMP_WAIT_POLICY'} | environment
+    result = subprocess.run([sys.executable, '-c', f'{imports}\nprint(torch.get_num_threads())'], capture_output=True,
+                            text=True, timeout=300, env={**environment, 'KERAS_BACKEND': 'torch'})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return int(result.stdout), result.stderr.splitlines()
+
+
+@ON_TORCH
+def test_torch_imported_before_xagents_computes_on_one_thread_and_says_so_in_one_line():
+    # Its OpenMP threads would spin (OMP_WAIT_POLICY=PASSIVE, set by xagents, is read when PyTorch loads): beside
+    # other work, the guide's PyTorch example then took 59 s for 5,000 steps, against 4.6 s on one thread.
+    threads, errors = threads_after_imports('xagents')
+    assert errors == []
+    if threads == 1:
+        pytest.skip('PyTorch computes on one thread here anyway')
+    assert threads_after_imports('torch') == (1, [
+        'PyTorch was imported before xagents, too early for OMP_WAIT_POLICY=PASSIVE, and its idle threads would '
+        f'spin: computing on 1 thread of {threads} (import xagents first, or set OMP_WAIT_POLICY=PASSIVE before '
+        'starting Python, to use them all)'])
+    assert threads_after_imports('torch', OMP_WAIT_POLICY='PASSIVE') == (threads, [])
+
+
+def run_without(package: str, code: str, tmp_path) -> subprocess.CompletedProcess:
+    """``code`` on this backend in a process where ``package`` is not installed (as Python sees it: no spec, and
+    its import fails)."""
+    return subprocess.run([sys.executable, '-c', f'import sys\nsys.modules[{package!r}] = None\n{code}'],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env={**os.environ, 'KERAS_BACKEND': BACKEND})
+
+
+@ON_TORCH
+def test_a_torch_module_exported_to_onnx_without_onnx_installed_says_what_to_install_in_one_line(tmp_path):
+    code = '''
+from xagents import PPO
+import torch
+
+class Heads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.logits, self.value = torch.nn.Linear(4, 2), torch.nn.Linear(4, 1)
+
+    def forward(self, observations):
+        return self.logits(observations), self.value(observations)
+
+agent = PPO.from_env('CartPole-v1', model=Heads(), quiet=True)
+try:
+    agent.export('policy.onnx')
+except ImportError as error:
+    print(error)
+'''
+    result = run_without('onnx', code, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith('exporting to onnx needs the onnx package: pip install ')
+    assert len(result.stdout.splitlines()) == 1 and 'onnx' in result.stdout.split('pip install ')[1], result.stdout
+    assert not (tmp_path / 'policy.onnx').exists()
+
+
+@ON_JAX
+def test_a_flax_policy_is_refused_for_export_in_one_line_that_does_not_ask_for_tensorflow(tmp_path):
+    pytest.importorskip('flax.linen')
+    code = '''
+import flax.linen as linen
+from xagents import PPO
+
+class ActorCritic(linen.Module):
+    @linen.compact
+    def __call__(self, observations):
+        return linen.Dense(2)(observations), linen.Dense(1)(observations)
+
+agent = PPO.from_env('CartPole-v1', model=ActorCritic(), quiet=True)
+for path in ('policy.onnx', 'policy'):
+    try:
+        agent.export(path)
+    except ValueError as error:
+        print(error)
+'''
+    result = run_without('tensorflow', code, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and lines[0] == lines[1], lines
+    assert lines[0] == ('on the jax backend, export runs in a TensorFlow process that makes the agent again from a '
+                        'save, and a save cannot hold your model (a network of yours, not JSON): export works for '
+                        'networks built from .cfg files, for Keras models on the TensorFlow backend, and to ONNX on '
+                        'PyTorch; a Flax module or JAX functions do not export (act with predict, or build the '
+                        'network from a .cfg file)')
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.skipif(BACKEND == 'torch', reason='refuses a torch.nn.Module off the PyTorch backend')
 def test_a_torch_module_off_the_pytorch_backend_is_refused_in_one_line():
     torch = pytest.importorskip('torch')
