@@ -142,7 +142,6 @@ def value_and_grad(loss: Callable, variables: Sequence[keras.Variable]):
 
     (value, (aux, other_values)), gradients = jax.value_and_grad(pure, has_aux=True)(
         [variable.value for variable in variables], [variable.value for variable in others])
-    _update(others, other_values)
     return (value, aux), gradients
 
 
@@ -227,8 +226,11 @@ def seed_everything(seed: int) -> None:
 
 
 def limit_threads() -> None:
-    """Compute on one thread (a Ray worker, beside others on the same cores): XLA's CPU flags, which hold when the
-    process has not computed yet (as a worker has not, when it builds its agent)."""
+    """Compute on one thread (a Ray worker, beside others on the same cores), set before the process first computes
+    (as a worker has not, when it builds its agent). ``PJRT_NPROC=1`` sizes XLA's CPU thread pool: without it jaxlib
+    0.10 spreads a matrix product over every core, ``--xla_cpu_multi_thread_eigen=false`` (kept for Eigen's own
+    threads) or not. XLA has no ``--intra_op_parallelism_threads``, and it aborts on a flag it does not know."""
+    os.environ.setdefault('PJRT_NPROC', '1')
     flags = os.environ.get('XLA_FLAGS', '')
     if 'xla_cpu_multi_thread_eigen' not in flags:
-        os.environ['XLA_FLAGS'] = f'{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1'.strip()
+        os.environ['XLA_FLAGS'] = f'{flags} --xla_cpu_multi_thread_eigen=false'.strip()
