@@ -5,6 +5,8 @@ figures, asserts nothing::
                                                [--mujoco-steps 15000] [--eval-frequency N] [--eval-episodes 10]
                                                [--act-on-device] [--seed 0] [--output results.json]
 
+Every flag is checked before anything loads: a bad one, or a backend that cannot load, is one line, exit status 2.
+
 Self-contained: it runs from a checkout (no install) wherever Keras, Gymnasium (with ale-py for the Atari run and
 mujoco for Hopper) and one backend are importable, JAX or PyTorch with a GPU included, and TensorFlow absent. Each
 run builds an agent with its preset's settings, one seed, and trains:
@@ -20,9 +22,9 @@ with ``--mujoco-steps 300000`` a MuJoCo run is one seed of the papers' 300k-step
 written to the JSON file as it is made, so a run cut short keeps its curve.
 
 Every run also splits ``fit``'s time between the first update (tracing and compiling), the other updates and
-the rest: collection (acting and env stepping) and bookkeeping. ``--max-steps`` caps every run (a quick check that
-each agent trains on the device, for the slower backends). Updates stay on the device, each one compiled call on
-JAX and TensorFlow (eager on PyTorch). A small dense policy acts in NumPy on the host, on every device, from a copy
+the rest: collection (acting and env stepping) and bookkeeping. ``--max-steps`` caps every run, its target dropped
+(a quick check that each agent trains on the device, for the slower backends; 0, the default, caps nothing).
+Updates stay on the device, each one compiled call on JAX and TensorFlow (eager on PyTorch). A small dense policy acts in NumPy on the host, on every device, from a copy
 of its weights taken after each update; ``--act-on-device`` makes it act through the compiled model instead, as a
 CNN does. Env stepping runs on the host, as it does in every library here. The JSON file is rewritten after every
 run, so a run cut short keeps what finished.
@@ -147,23 +149,49 @@ def train(agent_name: str, env: str, seed: int, target: float | None, max_steps:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_flags(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, every one checked before any agent is built: a bad one is one line, exit status 2."""
+    from xagents.app.flags import ArgumentParser, fail
+
+    parser = ArgumentParser(prog='benchmarks/gpu.py', description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument('--runs', nargs='+', choices=sorted(RUNS), default=list(RUNS), help='which runs (all)')
-    parser.add_argument('--max-steps', type=int, help='cap every run at this many steps')
+    parser.add_argument('--max-steps', type=int, default=0,
+                        help='cap every run at this many steps, its target dropped: a quick check (default: 0, no cap)')
     parser.add_argument('--atari-steps', type=int, default=RUNS['ppo-pong'][3], help="steps of 'ppo-pong'")
     parser.add_argument('--mujoco-steps', type=int, default=RUNS['crossq-hopper'][3],
                         help='steps of the MuJoCo runs (300000: the papers\' comparison)')
     parser.add_argument('--eval-frequency', type=int, help='evaluate every this many steps (default: never)')
     parser.add_argument('--eval-episodes', type=int, default=10, help='deterministic episodes per evaluation')
-    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--seed', type=int, default=0, help='seed of every run (default: 0)')
     parser.add_argument('--act-on-device', action='store_true',
                         help='act through the compiled model on the device, as agents do with a CNN (to compare)')
     parser.add_argument('--output', help='also write the results to this JSON file')
-    args = parser.parse_args()
-    from xagents.utils.console import load_keras
+    args = parser.parse_args(argv)
+    least = {'max_steps': 0, 'atari_steps': 1, 'mujoco_steps': 1, 'eval_frequency': 1, 'eval_episodes': 1, 'seed': 0}
+    for name, minimum in least.items():
+        value = getattr(args, name)
+        if value is not None and value < minimum:
+            fail(f'{parser.prog}: error: expected --{name.replace("_", "-")} >= {minimum}, got {value}'
+                 + (' (0: no cap)' if name == 'max_steps' else ''))
+    if args.output:
+        from xagents.storage.atomic import check_writable
 
-    load_keras()
+        try:
+            check_writable(args.output)
+        except ValueError as error:
+            fail(f'{parser.prog}: error: --output: {error}')
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_flags(argv)
+    from xagents.app.flags import fail
+    from xagents.utils.console import BackendError, load_keras
+
+    try:
+        load_keras()
+    except BackendError as error:
+        fail(f'benchmarks/gpu.py: error: {error}')
     results = {'device': device(), 'act_on_device': args.act_on_device, 'runs': []}
     print(json.dumps(results['device']), flush=True)
     if args.act_on_device:

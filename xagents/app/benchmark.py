@@ -13,6 +13,7 @@ interval (Agarwal et al. 2021, https://arxiv.org/abs/2108.13264), and what produ
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import importlib.metadata
 import json
@@ -246,8 +247,11 @@ def read_run(path: str) -> dict:
 
 
 def backend_name() -> str:
-    """The Keras backend the runs train on (``--backend`` sets ``KERAS_BACKEND`` before anything runs)."""
-    return os.environ.get('KERAS_BACKEND', 'tensorflow')
+    """The Keras backend the runs train on, as Keras picks it: ``--backend`` sets ``KERAS_BACKEND`` before anything
+    runs, else a ``keras.json`` may name one."""
+    from xagents.utils.console import chosen_backend
+
+    return chosen_backend()[0]
 
 
 def command_of(job: Job, seed: int, output: str) -> list[str]:
@@ -313,8 +317,19 @@ def run_benchmark(jobs: list[Job], seeds: list[int], output: str, workers: int =
                   run_pending: bool = True) -> list[dict]:
     """Run every job x seed not finished yet (``workers`` at a time; none unless ``run_pending``);
     return the finished runs' records."""
+    made = [path for path in (output, os.path.join(output, 'runs')) if run_pending and not os.path.isdir(path)]
     if run_pending:
         os.makedirs(os.path.join(output, 'runs'), exist_ok=True)
+    try:
+        return _run_pending(jobs, seeds, output, workers, log, run_pending)
+    finally:  # a benchmark that finished no run (each failed) leaves no empty folders
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+
+
+def _run_pending(jobs: list[Job], seeds: list[int], output: str, workers: int, log, run_pending: bool) -> list[dict]:
+    """:func:`run_benchmark`'s runs and records, once its folders exist."""
     runs = [(job, seed) for job in jobs for seed in seeds_of(job, seeds)]
     pending = [(job, seed) for job, seed in runs if not os.path.exists(run_path(output, job, seed))]
     done = len(runs) - len(pending)

@@ -22,9 +22,11 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+import xagents.utils.quiet_keras  # noqa: F401 (a backend that cannot load is one line with its pip command)
+from xagents.utils.console import BACKENDS
+
 import keras
 
-BACKENDS = ('tensorflow', 'jax', 'torch')
 NAME = keras.backend.backend()
 if NAME not in BACKENDS:
     raise ImportError(f'xagents runs on the Keras backends {", ".join(BACKENDS)}; KERAS_BACKEND is {NAME!r}')

@@ -113,6 +113,7 @@ def test_a_failing_run_stops_the_benchmark_with_one_line(workdir, xagents_cli):
     status, _, err = xagents_cli('benchmark', '--agents', 'dqn', '--envs', 'Pendulum-v1', '--target', '0',
                                  '--seeds', '0', '--max-steps', '100', '--output', 'out')
     assert status == 1 and 'DQN supports Discrete action spaces' in err and len(err.strip().splitlines()) == 1
+    assert not os.path.exists('out')  # no run finished: no empty folders left behind
 
 
 def test_bootstrap_interval_agrees_with_scipy():

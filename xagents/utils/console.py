@@ -5,6 +5,7 @@ import atexit
 import contextlib
 import gc
 import importlib
+import json
 import logging
 import os
 import select
@@ -95,6 +96,23 @@ def stop_if_interruption_dropped() -> None:
 
 
 BACKENDS = ('tensorflow', 'jax', 'torch')  # the Keras backends xagents runs on
+# What installs a backend that is missing, and the packages to reinstall when one is installed but cannot load.
+BACKEND_INSTALLS = {'tensorflow': "pip install 'tensorflow>=2.16' (or run on jax or torch: --backend, KERAS_BACKEND)",
+                    'jax': "pip install 'xagents[jax]'",
+                    'torch': "pip install 'xagents[torch]' (without an NVIDIA GPU, PyTorch's CPU build first: see "
+                             "the Backends guide)"}
+BACKEND_PACKAGES = {'tensorflow': ('tensorflow',), 'jax': ('jax', 'jaxlib'), 'torch': ('torch',)}
+_used_backend = None  # the name use_backend put in KERAS_BACKEND, which a message then need not blame
+
+
+class BackendError(ImportError):
+    """The Keras backend chosen is unknown, not installed, or cannot load: one line, with what fixes it (the pip
+    command, or the names xagents runs on)."""
+
+
+def unknown_backend(name: object) -> str:
+    """What is wrong with a backend name xagents does not run on."""
+    return f'expected a backend among {", ".join(BACKENDS)}, got {name!r}'
 
 
 def use_backend(name: str) -> None:
@@ -104,28 +122,84 @@ def use_backend(name: str) -> None:
     Raises:
         ValueError: an unknown backend, or Keras already runs on another one in this process.
     """
+    global _used_backend
     if name not in BACKENDS:
-        raise ValueError(f'expected a backend among {", ".join(BACKENDS)}, got {name!r}')
+        raise ValueError(unknown_backend(name))
     if 'keras' in sys.modules:
         running = sys.modules['keras'].backend.backend()
         if running != name:
             raise ValueError(f'Keras already runs on {running} in this process: choose the backend before the first '
                              f'agent is built (xagents.use_backend({name!r}) first, or KERAS_BACKEND={name})')
         return
-    os.environ['KERAS_BACKEND'] = name
+    os.environ['KERAS_BACKEND'] = _used_backend = name
+
+
+def chosen_backend() -> tuple[object, str]:
+    """The backend Keras will load, as Keras picks it, and what picked it (said in errors): ``KERAS_BACKEND``, else
+    the ``backend`` of ``keras.json`` in ``KERAS_HOME`` (else ``~/.keras``), else TensorFlow, the default."""
+    name = os.environ.get('KERAS_BACKEND')
+    if name:
+        return name, '' if name == _used_backend else ' (KERAS_BACKEND)'
+    if 'KERAS_HOME' in os.environ:
+        home = os.environ['KERAS_HOME']
+    else:
+        base = os.path.expanduser('~')
+        home = os.path.join(base if os.access(base, os.W_OK) else '/tmp', '.keras')
+    path = os.path.expanduser(os.path.join(home, 'keras.json'))
+    try:
+        with open(path) as file:
+            config = json.load(file)
+    except (OSError, ValueError):
+        config = None
+    if isinstance(config, dict) and 'backend' in config:
+        return config['backend'], f' (the backend of {path})'
+    return 'tensorflow', ' (the default: KERAS_BACKEND=jax or torch chooses another)'
+
+
+def one_line(error: BaseException) -> str:
+    """``error`` as 'Kind: the first line of its message'."""
+    lines = str(error).strip().splitlines()
+    return f'{type(error).__name__}: {lines[0]}' if lines else type(error).__name__
+
+
+def backend_error(name: str, origin: str, error: Exception) -> BackendError:
+    """What to say when importing Keras failed with ``error`` on backend ``name``: the backend is missing, installed
+    but broken (importing it alone fails too), or loads while Keras does not."""
+    if isinstance(error, ModuleNotFoundError) and (error.name or '').partition('.')[0] == 'keras':
+        return BackendError("Keras is not installed: pip install 'keras>=3.10'")
+    try:
+        with native_stderr_silenced():
+            importlib.import_module(BACKEND_PACKAGES[name][0])
+    except Exception as own:  # whatever stops the backend's own import is the reason
+        missing = (isinstance(own, ModuleNotFoundError) and own.name
+                   and own.name.partition('.')[0] in BACKEND_PACKAGES[name])
+        if missing:
+            return BackendError(f"Keras' {name} backend{origin} is not installed ({one_line(own)}): "
+                                f'{BACKEND_INSTALLS[name]}')
+        return BackendError(f"Keras' {name} backend{origin} is installed but cannot load ({one_line(own)}): "
+                            f'reinstall it, pip install --force-reinstall --no-deps {" ".join(BACKEND_PACKAGES[name])}')
+    return BackendError(f'Keras cannot load on its {name} backend{origin} ({one_line(error)}): '
+                        'pip install --upgrade keras')
 
 
 def load_keras() -> None:
-    """Import Keras, and with it its backend (TensorFlow unless ``KERAS_BACKEND`` says otherwise), quietly, unless it
-    is loaded already (``TF_CPP_MIN_LOG_LEVEL`` set by the user wins).
+    """Import Keras, and with it its backend (TensorFlow unless ``KERAS_BACKEND`` or ``keras.json`` says otherwise),
+    quietly, unless it is loaded already (``TF_CPP_MIN_LOG_LEVEL`` set by the user wins).
 
     Python's cyclic garbage collector pauses while it loads: its objects would set off full collections that
     free nothing (~0.7 s of the import on 2 cores). They are frozen afterwards (``gc.freeze``, ~1 s less of
     collections in a short run), and everything again at exit, so the interpreter's shutdown does not walk
     them (~0.9 s). Not frozen early when ale-py loaded first: its extension would report leaks at exit.
+
+    Raises:
+        BackendError: the backend chosen is not one xagents runs on, is not installed, or cannot load (one line
+            with the pip command that fixes it, instead of Keras' traceback).
     """
     if 'keras' in sys.modules:
         return
+    name, origin = chosen_backend()
+    if name not in BACKENDS:
+        raise BackendError(f'{unknown_backend(name)}{origin}')
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
     if os.environ.get('KERAS_BACKEND') == 'torch':
         # PyTorch's OpenMP threads spin while they wait for work: beside another busy process on the same cores (a
@@ -140,6 +214,10 @@ def load_keras() -> None:
         # the import ends, a second or two, and then stops the command as anywhere else.
         with native_stderr_silenced(), interrupts_deferred():
             importlib.import_module('keras')
+    except Exception as error:
+        if interrupted(error):
+            raise
+        raise backend_error(name, origin, error) from error
     finally:
         if collecting:
             gc.enable()
