@@ -1,6 +1,7 @@
 """Faults: nothing lost, one clear line. Files from other runs, torn sets, kills, signals, failing writes."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import resource
@@ -8,13 +9,16 @@ import signal
 import subprocess
 import time
 
+import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
 
+import xagents
 from xagents import A2C, PPO, SAC
 from xagents.storage.checkpoints import read_checkpoint
 from xagents.storage.history import read_history
+from xagents.training.play import play_episodes
 
 QUICK = ['--env', 'CartPole-v1', '--max-steps', '3000', '--n-envs', '2', '--seed', '0', '--reward-buffer-size', '10']
 
@@ -424,3 +428,68 @@ def test_a_ctrl_c_while_a_step_is_sent_to_async_workers_still_closes_them_in_ord
     close_envs(envs)
     assert [process.exitcode for process in envs.processes] == [0, 0]
     assert 'Traceback' not in capfd.readouterr().err
+
+
+class NeverEnds(gym.Env):
+    """An env whose episodes never end: it neither terminates nor truncates, and registers no limit."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+@pytest.fixture
+def never_ends():
+    gym.register('NeverEndsForTest-v0', entry_point=NeverEnds)
+    try:
+        yield 'NeverEndsForTest-v0'
+    finally:
+        gym.registry.pop('NeverEndsForTest-v0')
+
+
+@contextlib.contextmanager
+def within(seconds: int):
+    """Fail, instead of hanging, if the block runs longer than ``seconds``."""
+    def expired(*_):
+        raise TimeoutError(f'still running after {seconds} s: an episode that never ends was never cut')
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_episode_that_never_ends_is_cut_at_the_envs_own_limit_everywhere_it_is_played(never_ends, caplog):
+    """A limit given as an env kwarg is the env's own: evaluation (the agent's, Python's, fit's periodic one) and
+    play end the episodes there, instead of at 100,000 steps."""
+    agent = PPO.from_env(never_ends, env_kwargs={'max_episode_steps': 40}, n_steps=16, seed=0, quiet=True)
+    with within(60):
+        assert agent.evaluate(episodes=2).lengths.tolist() == [40, 40]
+        assert xagents.evaluate(agent, episodes=3).lengths.tolist() == [40, 40, 40]
+        agent.fit(max_steps=64, eval_frequency=32, eval_episodes=2)
+        assert [length for _, length in play_episodes(agent, episodes=2)] == [40, 40]
+    assert 'cut' not in caplog.text  # the env ended them itself
+
+
+def test_playing_an_env_without_a_limit_stops_at_100000_steps_and_says_so(never_ends, xagents_cli, workdir, caplog):
+    status, _, err = xagents_cli('train', 'ppo', '--env', never_ends, '--n-steps', '16', '--max-steps', '16',
+                                 '--save-dir', 'sd', '--quiet')
+    assert status == 0, err
+    with within(300):
+        status, out, err = xagents_cli('play', 'ppo', '--env', never_ends, '--weights', 'sd')
+    assert status == 0, err
+    assert 'Play cut game 1 at 100,000 steps: the env sets no limit of its own (pass max_steps, --max-steps, to ' \
+           'change it)' in out
+    agent = PPO.from_env(never_ends, n_steps=16, quiet=True)
+    with within(300):
+        assert play_episodes(agent, max_steps=30, episodes=2) == [(30.0, 30), (30.0, 30)]  # a cap given: no word
+        assert play_episodes(agent) == [(100_000.0, 100_000)]

@@ -88,7 +88,7 @@ def evaluate(
         The per-episode returns, lengths and successes (where the env reports ``info['is_success']``), in the
         order the episodes ended (a cut episode counts with the return it had, as no success).
     """
-    envs, owned, limit = _evaluation_envs(agent, env, episodes, max_episode_steps)
+    envs, owned, limit, why = _evaluation_envs(agent, env, episodes, max_episode_steps)
     if seed is None and agent.seed is not None:
         seed = agent.seed + 10_000
     try:
@@ -133,9 +133,8 @@ def evaluate(
         if owned:
             close_envs(envs)
     if limit and np.any(np.asarray(lengths) >= limit):
-        logger.warning('Evaluation cut %d of %d episodes at %s steps: the env sets no limit of its own (pass '
-                       'max_episode_steps to change it)', int(np.sum(np.asarray(lengths) >= limit)), len(lengths),
-                       f'{limit:,}')
+        logger.warning('Evaluation cut %d of %d episodes at %s steps: %s', int(np.sum(np.asarray(lengths) >= limit)),
+                       len(lengths), f'{limit:,}', why)
     reported = any(success is not None for success in successes)
     return EvaluationResult(np.asarray(returns, np.float64), np.asarray(lengths, np.int64),
                             np.asarray([bool(success) for success in successes]) if reported else None)
@@ -152,15 +151,42 @@ def final_successes(info: dict, ended: np.ndarray) -> list[bool | None]:
 
 
 def _evaluation_envs(agent: BaseAgent, env, episodes: int, max_episode_steps: int | None
-                     ) -> tuple[gym.vector.VectorEnv, bool, int | None]:
-    """The vector env to evaluate on, whether this module made it (and so closes it), and the step limit that
-    evaluation itself applies (None where the env's own applies)."""
+                     ) -> tuple[gym.vector.VectorEnv, bool, int | None, str]:
+    """The vector env to evaluate on, whether this module made it (and so closes it), the step limit that
+    evaluation itself applies (None where the env's own applies) and why, for the warning of a cut."""
+    if max_episode_steps:
+        why = 'max_episode_steps'
+    else:
+        why = 'the env sets no limit of its own (pass max_episode_steps to change it)'
     if env is None or isinstance(env, str):
         settings = settings_for(agent.envs, env)
-        limit = max_episode_steps or (None if env_spec(settings['env_id']).max_episode_steps else STEP_LIMIT)
+        limit = max_episode_steps or (None if own_limit(settings) else STEP_LIMIT)
         if limit:  # a time limit inside the env, below its episode records: the game's score of a cut episode
             settings['env_kwargs'] = {**(settings.get('env_kwargs') or {}), 'max_episode_steps': limit}
-        return create_envs(n_envs=episodes, **settings), True, limit
+        return create_envs(n_envs=episodes, **settings), True, limit, why
     envs = as_vector_env(env)  # the caller's env: the caller closes it
-    spec = getattr(env, 'spec', None)
-    return envs, False, max_episode_steps or (None if spec and spec.max_episode_steps else STEP_LIMIT)
+    if max_episode_steps or applies_time_limit(env):
+        return envs, False, max_episode_steps, why
+    spec_limit = getattr(getattr(env, 'spec', None), 'max_episode_steps', None)
+    if spec_limit:  # a limit its spec names but no TimeLimit applies (an unwrapped env): the env's own limit
+        return envs, False, spec_limit, "the env's spec sets this limit and no TimeLimit wrapper applies it"
+    return envs, False, STEP_LIMIT, why
+
+
+def own_limit(settings: dict) -> int | None:
+    """The step limit of the envs ``settings`` make: a ``max_episode_steps`` among their env kwargs, or their spec's."""
+    return (settings.get('env_kwargs') or {}).get('max_episode_steps') or env_spec(settings['env_id']).max_episode_steps
+
+
+def applies_time_limit(env: gym.Env | gym.vector.VectorEnv) -> bool:
+    """Whether ``env`` ends its episodes at a time limit itself: a TimeLimit wrapper on a ``gym.Env`` (on every env of
+    a SyncVectorEnv), or, for a vector env whose envs cannot be seen (another process, C++), one its spec names."""
+    if isinstance(env, gym.vector.SyncVectorEnv):
+        return all(applies_time_limit(one) for one in env.envs)
+    if isinstance(env, gym.vector.VectorEnv):
+        return bool(getattr(getattr(env, 'spec', None), 'max_episode_steps', None))
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return True
+        env = env.env
+    return False

@@ -13,6 +13,7 @@ from xagents.storage.atomic import check_writable
 from xagents.envs.creation import make_env, settings_for
 from xagents.envs.masks import mask_kwargs
 from xagents.networks.recurrence import memory_kwargs
+from xagents.training.evaluation import STEP_LIMIT, own_limit
 
 logger = logging.getLogger('xagents')
 
@@ -35,6 +36,9 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
     if max_steps is not None and max_steps < 1:
         raise ValueError(f'expected max_steps >= 1, got {max_steps}')
     settings = settings_for(agent.envs, env_id)
+    capped = max_steps is None and not own_limit(settings)
+    if capped:  # an env without a limit of its own: a game that never ends must not play forever
+        max_steps = STEP_LIMIT
     prepare_display(render)
     for directory in (video_dir, frame_dir):
         if directory:
@@ -79,6 +83,9 @@ def play_episodes(agent, env_id: str | None = None, video_dir: str | None = None
                     observation, info = env.reset()
             else:  # max_steps cut the game short
                 games.append((float(score.episode_returns), int(score.episode_lengths)))
+                if capped:
+                    logger.warning('Play cut game %d at %s steps: the env sets no limit of its own (pass max_steps, '
+                                   '--max-steps, to change it)', episode + 1, f'{max_steps:,}')
         return games
     finally:
         env.close()
