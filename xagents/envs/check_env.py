@@ -21,13 +21,14 @@ import numpy as np
 from xagents.envs.masks import (INFO_SOURCE, MASK_KEY, MASK_METHOD, METHOD_SOURCE, MaskError, as_mask, check_masks,
                                  mask_segments, mask_size, random_valid)
 from xagents.envs.goal_envs import check_goal_space
-from xagents.envs.observations import NATURE_CNN_SMALLEST, check_observation_space, is_image, is_pixels
+from xagents.envs.observations import NATURE_CNN_SMALLEST, check_observation_space, is_grid, is_image, is_pixels
 from xagents.envs.spaces import ACTION_SPACE_AGENTS, empty_dimension, one_line
 
 AGENTS = ('PPO', 'A2C', 'TRPO', 'ACER', 'DQN', 'QRDQN', 'DDPG', 'TD3', 'SAC', 'TQC', 'CrossQ')
 OFF_POLICY_BOX = ('DDPG', 'TD3', 'SAC', 'TQC', 'CrossQ')  # scale their [-1, 1] actions to the Box's bounds
 MASKING_AGENTS = ('PPO', 'A2C', 'TRPO', 'DQN', 'QRDQN', 'SAC')  # act within masks (those of them that take the actions)
 UNBOUNDED = 1e30  # a bound this large (float32's maximum, as CartPole's) stands for no bound
+INTENSITIES = 64  # a small image whose values reach this holds intensities rather than ids (MiniGrid's reach 10)
 WIDE = 100.0  # vector observations spanning more than this are badly scaled for a network
 
 
@@ -177,7 +178,7 @@ def spaces(result: CheckResult) -> None:
 def box_observations(space: gym.Space, result: CheckResult, where: str = '') -> None:
     if not isinstance(space, gym.spaces.Box):
         return
-    if len(space.shape) == 3 and not is_image(space):
+    if len(space.shape) == 3 and not is_image(space) and not is_grid(space):
         result.warnings.append(
             f'observations{where} look like images ({space.shape}, {space.dtype}, in [{np.min(space.low)}, '
             f'{np.max(space.high)}]) but are not uint8 in [0, 255] height x width x channels: agents flatten them '
@@ -185,10 +186,11 @@ def box_observations(space: gym.Space, result: CheckResult, where: str = '') -> 
     if is_pixels(space):
         result.notes.append(f'observations{where} are pictures (uint8 images of at least {NATURE_CNN_SMALLEST} x '
                             f'{NATURE_CNN_SMALLEST}): the Nature CNN on values scaled to [0, 1], never normalised')
-    elif is_image(space):
-        result.notes.append(f'observations{where} are a grid of values ({space.shape} uint8, too small for the Nature '
-                            f'CNN): flattened, its values as they are, normalised by default (--normalize-observations)')
-    if is_image(space) or not np.issubdtype(space.dtype, np.floating):
+    elif is_grid(space):
+        result.notes.append(f'observations{where} are a grid of values ({space.shape} uint8, {grid_why(space)}): '
+                            f'flattened, its values as they are, normalised by default (--normalize-observations); '
+                            f'pictures this small: --wrapper xagents.envs.observations:SmallPictures')
+    if is_image(space) or is_grid(space) or not np.issubdtype(space.dtype, np.floating):
         return
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
     unbounded = ~np.isfinite(low) | ~np.isfinite(high) | (np.abs(low) >= UNBOUNDED) | (np.abs(high) >= UNBOUNDED)
@@ -201,6 +203,10 @@ def box_observations(space: gym.Space, result: CheckResult, where: str = '') -> 
         result.warnings.append(
             f'observations{where} are badly scaled (bounds up to [{low.min():g}, {high.max():g}]): train with '
             f'normalize_observations=True (--normalize-observations) or scale them to about [-1, 1]')
+
+
+def grid_why(space: gym.spaces.Box) -> str:
+    return f'at most {int(np.max(space.high))}' if np.all(space.high < 255) else 'too small for the Nature CNN'
 
 
 def box_actions(space: gym.spaces.Box, takers: list[str], result: CheckResult) -> None:
@@ -283,6 +289,7 @@ def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
                                '(seed its random generator with super().reset(seed=seed) and use self.np_random), '
                                'so runs cannot be repeated')
     check_observation(observation, observation_space, result, 'reset')
+    seen = seen_in_grids(observation, observation_space, {})
     has_method = env.has_wrapper_attr(MASK_METHOD)
     masks = read_masks(env, info, has_method, result, 'reset')
     if masks is not None:
@@ -311,6 +318,7 @@ def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
                          'truncated, info)')
         observation, reward, terminated, truncated, info = returned
         check_observation(observation, observation_space, result, 'step')
+        seen = seen_in_grids(observation, observation_space, seen)
         if isinstance(reward, np.ndarray) and reward.shape == ():
             reward = reward.item()
         if not isinstance(reward, numbers.Real) or isinstance(reward, bool):
@@ -328,7 +336,23 @@ def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
         if terminated or truncated:
             observation, info = reset_result(call(result, 'reset', env.reset), result)
             check_observation(observation, observation_space, result, 'reset')
+    for where, most in seen.items():
+        if most >= INTENSITIES:
+            result.notes.append(f'observations{where} are read as a grid of ids, but values up to {most} came: if '
+                                f'they are intensities (a small camera), read them as pictures with --wrapper '
+                                f'xagents.envs.observations:SmallPictures (wrapper=SmallPictures)')
             masks = read_masks(env, info, has_method, result, 'reset') if result.masks else None
+
+
+def seen_in_grids(observation: Any, space: gym.Space, seen: dict[str, int]) -> dict[str, int]:
+    """``seen`` with the largest value of each small [0, 255] grid in ``observation`` (keyed by where it is)."""
+    parts = space.spaces.items() if isinstance(space, gym.spaces.Dict) else [(None, space)]
+    for key, sub in parts:
+        if is_grid(sub) and is_image(sub):
+            value = observation.get(key) if key is not None else observation
+            where = '' if key is None else f' under {key!r}'
+            seen[where] = max(seen.get(where, 0), int(np.max(value)))
+    return seen
 
 
 def call(result: CheckResult, name: str, function, *args, **kwargs) -> Any:

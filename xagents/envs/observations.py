@@ -33,17 +33,53 @@ NATURE_CNN_SMALLEST = 36  # the least height and width the Nature CNN's layers f
 
 def is_pixels(space: gym.Space) -> bool:
     """Whether a Box holds pictures: images (:func:`is_image`) at least 36 pixels high and wide, which get the
-    Nature CNN and enter scaled to [0, 1]. A smaller uint8 image is a grid of values (MiniGrid's 7x7 grid of
-    object, colour and state ids), not a photograph: it enters flattened with its values as they are, as vectors
-    do, and is normalised with them (``normalize_observations``)."""
+    Nature CNN and enter scaled to [0, 1]. A smaller one is a grid (:func:`is_grid`) unless :class:`SmallPictures`
+    reads it as a picture."""
     return is_image(space) and min(space.shape[:2]) >= NATURE_CNN_SMALLEST
 
 
+def is_grid(space: gym.Space) -> bool:
+    """Whether a Box holds grids of ids, which enter flattened with their values as they are and are normalised
+    (``normalize_observations``, on by default for them): uint8 height x width x channels from 0 that either declares
+    its true maximum below 255 (``Box(0, 10, (7, 7, 3), np.uint8)``: a grid at any size), or declares 255 and is too
+    small for the Nature CNN (MiniGrid's 7x7 ids, declared ``Box(0, 255)``). With PPO's defaults at 50,000 steps
+    (benchmarks/small_images.py, 5 seeds) a 16x16 camera read as a grid still learns, more slowly (6.6 of 10 against
+    8.0 as a picture), while MiniGrid's ids read as pictures do not learn at all (0.00 against 0.93): so small images
+    are grids unless :class:`SmallPictures` reads them as pictures."""
+    return (isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
+            and bool(np.all(space.low == 0)) and (bool(np.all(space.high < 255)) or is_image(space)
+                                                  and not is_pixels(space)))
+
+
 def holds_grid(space: gym.Space) -> bool:
-    """Whether observations of ``space`` are, or hold under a Dict key, a grid: a uint8 image too small for the
-    Nature CNN (see :func:`is_pixels`), which is normalised by default."""
+    """Whether observations of ``space`` are, or hold under a Dict key, a grid (:func:`is_grid`), which is
+    normalised by default."""
     spaces = space.spaces.values() if isinstance(space, gym.spaces.Dict) else [space]
-    return any(is_image(sub) and not is_pixels(sub) for sub in spaces)
+    return any(is_grid(sub) for sub in spaces)
+
+
+class SmallPictures(gym.ObservationWrapper):
+    """Read uint8 images too small for the Nature CNN (under Dict keys too) as pictures, not grids: as float32
+    intensities in [0, 1], which agents flatten and do not normalise by default (the reading of small pictures,
+    such as a 16x16 camera, before grids). ``wrapper=SmallPictures``, on the command line
+    ``--wrapper xagents.envs.observations:SmallPictures``; ``--model`` cfgs can then give them their own layers."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        subs = space.spaces if isinstance(space, gym.spaces.Dict) else {None: space}
+        self.keys = [key for key, sub in subs.items() if is_image(sub) and not is_pixels(sub)]
+        if not self.keys:
+            raise ValueError(f'SmallPictures reads uint8 images in [0, 255] smaller than {NATURE_CNN_SMALLEST} x '
+                             f'{NATURE_CNN_SMALLEST} as pictures, and {one_line(space)} holds none')
+        scaled = {key: gym.spaces.Box(0.0, 1.0, subs[key].shape, np.float32) for key in self.keys}
+        self.observation_space = gym.spaces.Dict({**space.spaces, **scaled}) if isinstance(
+            space, gym.spaces.Dict) else scaled[None]
+
+    def observation(self, observation):
+        if not isinstance(observation, Mapping):
+            return np.asarray(observation, np.float32) / np.float32(255)
+        return {**observation, **{key: np.asarray(observation[key], np.float32) / np.float32(255) for key in self.keys}}
 
 
 def channels_first(space: gym.Space, owner: str, where: str = '') -> str | None:
@@ -221,7 +257,7 @@ class Key:
 
     name: str
     space: gym.Space
-    kind: str  # 'image' (pictures), 'grid' (smaller uint8 images), 'vector' (other Box, MultiBinary) or 'discrete'
+    kind: str  # 'image' (pictures), 'grid' (is_grid), 'vector' (other Box, MultiBinary) or 'discrete'
     offset: int
     size: int
 
@@ -253,8 +289,8 @@ class DictObservations:
         self.keys: list[Key] = []
         offset = 0
         for name, space in items:
-            if is_image(space):  # pictures, or grids of values too small for the Nature CNN
-                kind, size = 'image' if is_pixels(space) else 'grid', int(np.prod(space.shape))
+            if is_grid(space) or is_image(space):  # grids of ids (small or declaring their maximum), or pictures
+                kind, size = 'grid' if is_grid(space) else 'image', int(np.prod(space.shape))
             elif isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
                 kind = 'discrete'
                 size = int(space.n) if isinstance(space, gym.spaces.Discrete) else int(np.sum(space.nvec))

@@ -1,9 +1,11 @@
 """Small envs whose optimum is known, for checking that an agent learns a kind of action space (as
-Stable-Baselines3's ``IdentityEnvMultiDiscrete``), or needs memory. Importing this module registers them::
+Stable-Baselines3's ``IdentityEnvMultiDiscrete``), or needs memory, or reads a small picture. Importing this module
+registers them::
 
     xagents train ppo --env xagents.envs.toy_envs:MatchTargets-v0
     xagents train ppo --env xagents.envs.toy_envs:MatchTargets-v0 --env-kwargs '{"action_type": "discrete"}'
     xagents train ppo --env xagents.envs.toy_envs:Recall-v0 --recurrent lstm
+    xagents train ppo --env xagents.envs.toy_envs:CameraReach-v0
 """
 from __future__ import annotations
 
@@ -123,5 +125,54 @@ class Recall(gym.Env):
         return self.observe() if not last else np.zeros(self.observation_space.shape, np.float32), reward, last, False, {}
 
 
+class CameraReach(gym.Env):
+    """Head for a target seen only by a small camera: a Dict of a ``size`` x ``size`` x 3 uint8 picture and the
+    agent's own position, two floats in [-1, 1].
+
+    The picture is camera-like: a lit, noisy background (intensities about 40 to 140) with the target a bright red
+    blob (up to about 250) centred on its cell. The agent moves one cell a step (Discrete(5): stay, right, left, down,
+    up) and scores 1 for each move that brings it closer to the target, or for staying on it. Episodes last
+    ``length`` steps from a random start, so the optimum is ``length`` and a random policy scores about a third of it.
+    """
+
+    metadata = {'render_modes': []}
+    MOVES = np.array([(0, 0), (1, 0), (-1, 0), (0, 1), (0, -1)])
+
+    def __init__(self, size: int = 16, length: int = 10, render_mode: str | None = None) -> None:
+        self.size, self.length = size, length
+        self.observation_space = gym.spaces.Dict({
+            'camera': gym.spaces.Box(0, 255, (size, size, 3), np.uint8),
+            'position': gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+        })
+        self.action_space = gym.spaces.Discrete(len(self.MOVES))
+        cells = np.arange(size)
+        self.rows, self.columns = np.meshgrid(cells, cells, indexing='ij')
+        self.light = 40 + 60 * (self.rows + self.columns)[..., None] / (2 * size) * np.array([1.0, 0.9, 0.7])
+        self.agent, self.target, self.t = np.zeros(2, np.int64), np.zeros(2, np.int64), 0
+
+    def observe(self) -> dict:
+        blob = np.exp(-((self.columns - self.target[0]) ** 2 + (self.rows - self.target[1]) ** 2) / 2.0)
+        picture = self.light + self.np_random.normal(0, 12, self.light.shape) + blob[..., None] * np.array(
+            [200.0, 20.0, 10.0])
+        position = (2 * self.agent / (self.size - 1) - 1).astype(np.float32)
+        return {'camera': np.clip(picture, 0, 255).astype(np.uint8), 'position': position}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.agent, self.target = self.np_random.integers(0, self.size, 2), self.np_random.integers(0, self.size, 2)
+        self.t = 0
+        return self.observe(), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f'expected an action in {self.action_space}, got {action!r}')
+        before = np.abs(self.agent - self.target).sum()
+        self.agent = np.clip(self.agent + self.MOVES[int(action)], 0, self.size - 1)
+        after = np.abs(self.agent - self.target).sum()
+        self.t += 1
+        return self.observe(), float(after < before or after == before == 0), False, self.t >= self.length, {}
+
+
 gym.register('MatchTargets-v0', entry_point=MatchTargets)
 gym.register('Recall-v0', entry_point=Recall)
+gym.register('CameraReach-v0', entry_point=CameraReach)

@@ -11,7 +11,8 @@ from xagents.replay.buffer_state import buffer_state, restore_buffer_state
 from xagents.replay.buffers import ReplayBuffer
 from xagents.envs.creation import EnvError, create_envs
 from xagents.networks.models import CfgError, NumpyForward, Output, build_model
-from xagents.envs.observations import DictObservations
+from xagents.envs.observations import DictObservations, SmallPictures, holds_grid, is_grid
+from xagents.envs.toy_envs import CameraReach
 from xagents.utils.quiet_tensorflow import tf
 
 
@@ -165,6 +166,71 @@ def test_a_small_uint8_image_is_a_grid_of_values_flattened_unscaled_and_normalis
     assert (grids < 0).any()  # normalised values, what updates and acting feed the model: no uint8 input
     for mine, keras in zip(NumpyForward(box.model)(grids), box.model(grids)):
         np.testing.assert_allclose(mine, keras.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def declared(high: int, size: int) -> gym.spaces.Dict:
+    """A Dict of a uint8 ``size`` x ``size`` x 3 image whose Box declares ``high``, and a vector."""
+    return gym.spaces.Dict({'camera': gym.spaces.Box(0, high, (size, size, 3), np.uint8),
+                            'position': gym.spaces.Box(-1.0, 1.0, (2,), np.float32)})
+
+
+def test_small_images_are_grids_unless_read_as_pictures_and_a_declared_maximum_makes_a_grid_at_any_size():
+    """PPO's defaults at 50,000 steps (benchmarks/small_images.py): MiniGrid's DoorKey ids read as pictures never win
+    a deterministic episode, a 16x16 camera read as a grid reaches its target far less often than read as a
+    picture. So a small [0, 255] image is a grid (MiniGrid declares 255 for its ids) unless SmallPictures reads it as
+    a picture, and an image that declares its true maximum below 255 is a grid at any size."""
+    kinds = lambda space: [key.kind for key in DictObservations.of(space).keys]  # noqa: E731
+    assert kinds(declared(255, 7)) == kinds(declared(255, 16)) == ['grid', 'vector']  # MiniGrid-like, small camera
+    assert kinds(declared(255, 40)) == ['image', 'vector']  # a picture: the Nature CNN
+    assert kinds(declared(10, 40)) == ['grid', 'vector'] and holds_grid(declared(10, 40))  # ids up to 10, declared
+    assert is_grid(gym.spaces.Box(0, 5, (40, 40, 3), np.uint8)) and not is_grid(declared(255, 40)['camera'])
+    assert not is_grid(gym.spaces.Box(0, 10, (40, 40, 3), np.float32))  # floats are vectors
+
+    picture = PPO(vector(lambda: gym.wrappers.TransformObservation(
+        CameraReach(size=40), lambda obs: obs, declared(255, 40))), n_steps=16, seed=0)
+    assert picture.observation_stats is None and layers_of(picture.model, tf.keras.layers.Conv2D)
+    ids = PPO(vector(lambda: gym.wrappers.TransformObservation(
+        CameraReach(size=40), lambda obs: obs, declared(250, 40))), n_steps=16, seed=0)
+    assert ids.observation_stats.mean.shape == (40 * 40 * 3 + 2,) and not layers_of(ids.model, tf.keras.layers.Conv2D)
+
+
+def test_small_pictures_reads_small_images_as_pictures_scaled_flattened_and_not_normalised():
+    """The user's pick wins: SmallPictures makes a small camera float32 intensities in [0, 1], flattened and never
+    normalised by default; the grid reading it replaces is normalised."""
+    assert PPO(vector(CameraReach), n_steps=16, seed=0).observation_stats is not None  # a grid by default
+    agent = PPO(vector(lambda: SmallPictures(CameraReach())), n_steps=16, seed=0)
+    space = agent.envs.single_observation_space
+    assert space['camera'] == gym.spaces.Box(0.0, 1.0, (16, 16, 3), np.float32) and not holds_grid(space)
+    assert agent.observation_stats is None
+    assert [key.kind for key in agent.dict_observations.keys] == ['vector', 'vector']
+    assert not layers_of(agent.model, tf.keras.layers.Conv2D) and not layers_of(agent.model, tf.keras.layers.Rescaling)
+    observation, _ = agent.envs.reset(seed=0)
+    raw, _ = CameraReach().reset(seed=0)
+    np.testing.assert_allclose(observation['camera'][0], raw['camera'] / 255, rtol=1e-6)
+    assert 0.9 < observation['camera'].max() <= 1.0
+    agent.fit(max_steps=64)
+    assert agent.predict(raw | {'camera': raw['camera'] / np.float32(255)})[0] in range(5)
+    box = SmallPictures(GridOnly())  # no Dict: the same
+    assert box.observation_space == gym.spaces.Box(0.0, 1.0, (7, 7, 3), np.float32)
+    assert box.reset(seed=0)[0].dtype == np.float32 and box.reset(seed=0)[0].max() <= 10 / 255
+    with pytest.raises(ValueError, match=r'SmallPictures reads uint8 images in \[0, 255\] smaller than 36 x 36 as '
+                                         r'pictures, and .* holds none'):
+        SmallPictures(gym.make('BigSensors-v0'))
+
+
+def test_check_env_says_a_small_grid_holding_intensities_may_be_pictures_and_how_to_read_them_so():
+    import xagents
+
+    camera = xagents.check_env(CameraReach(), steps=20)
+    assert any(note.startswith("observations under 'camera' are read as a grid of ids, but values up to ") and
+               note.endswith('--wrapper xagents.envs.observations:SmallPictures (wrapper=SmallPictures)')
+               for note in camera.notes), camera.notes
+    for quiet in (xagents.check_env(GridOnly(), steps=20), xagents.check_env(SmallPictures(CameraReach()), steps=20)):
+        assert not any('but values up to' in note for note in quiet.notes), quiet.notes
+    declared_ids = gym.wrappers.TransformObservation(GridOnly(), lambda obs: obs,
+                                                     gym.spaces.Box(0, 10, (7, 7, 3), np.uint8))
+    assert any(note.startswith('observations are a grid of values ((7, 7, 3) uint8, at most 10)')
+               for note in xagents.check_env(declared_ids, steps=5).notes)
 
 
 @pytest.mark.parametrize('cfg', ['', '[rescaling-1]\ninput=camera\nscale=25.5\n\n[flatten-1]\ninput=camera\n\n'])
