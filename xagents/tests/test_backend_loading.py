@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from xagents.utils.extras import install_command
+
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MISSING = '''import os, sys
 class Missing:
@@ -22,7 +24,7 @@ class Missing:
             raise ModuleNotFoundError(f'No module named {name!r}', name=name)
 sys.meta_path.insert(0, Missing())
 '''
-INSTALLS = {'jax': "pip install 'xagents[jax]'", 'torch': "pip install 'xagents[torch]'",
+INSTALLS = {'jax': install_command('jax'), 'torch': install_command('torch'),
             'tensorflow': "pip install 'tensorflow>=2.16'"}
 REINSTALLS = {'jax': 'pip install --force-reinstall --no-deps jax jaxlib', 'torch':
               'pip install --force-reinstall --no-deps torch', 'tensorflow':
@@ -83,6 +85,7 @@ def test_a_missing_backend_is_one_line_with_its_pip_command_in_every_command(wor
     given = ['--backend', 'jax'] if command != 'gpu.py' else []
     process = world(COMMANDS[command] + given, missing=['jax'], backend='jax' if command == 'gpu.py' else None)
     assert_one_line(process, "jax backend", 'is not installed', INSTALLS['jax'])
+    assert 'xagents[' not in process.stderr  # the package index's xagents is another project
     assert not os.path.exists(tmp_path / 'out')  # benchmark: no run started, no folder made
 
 
@@ -94,6 +97,7 @@ def test_a_missing_backend_is_one_line_whichever_way_it_was_chosen(world, source
                     keras_json=backend if source == 'keras.json' else None)
     said = {'--backend': f"{backend} backend is", 'KERAS_BACKEND': '(KERAS_BACKEND)', 'keras.json': 'keras.json)'}
     assert_one_line(process, 'is not installed', INSTALLS[backend], said[source])
+    assert ('CPU build' in process.stderr) == (backend == 'torch')
 
 
 def test_a_missing_tensorflow_by_default_says_how_to_install_it_or_choose_another(world):

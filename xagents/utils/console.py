@@ -96,11 +96,7 @@ def stop_if_interruption_dropped() -> None:
 
 
 BACKENDS = ('tensorflow', 'jax', 'torch')  # the Keras backends xagents runs on
-# What installs a backend that is missing, and the packages to reinstall when one is installed but cannot load.
-BACKEND_INSTALLS = {'tensorflow': "pip install 'tensorflow>=2.16' (or run on jax or torch: --backend, KERAS_BACKEND)",
-                    'jax': "pip install 'xagents[jax]'",
-                    'torch': "pip install 'xagents[torch]' (without an NVIDIA GPU, PyTorch's CPU build first: see "
-                             "the Backends guide)"}
+# The packages to reinstall when a backend is installed but cannot load.
 BACKEND_PACKAGES = {'tensorflow': ('tensorflow',), 'jax': ('jax', 'jaxlib'), 'torch': ('torch',)}
 _used_backend = None  # the name use_backend put in KERAS_BACKEND, which a message then need not blame
 
@@ -156,6 +152,18 @@ def chosen_backend() -> tuple[object, str]:
     return 'tensorflow', ' (the default: KERAS_BACKEND=jax or torch chooses another)'
 
 
+def backend_install(name: str) -> str:
+    """The pip command that installs backend ``name``: this xagents' extra's requirements (the package index's
+    ``xagents`` is another project), TensorFlow as ``install_requires`` names it."""
+    from xagents.utils.extras import install_command
+
+    if name == 'tensorflow':
+        return "pip install 'tensorflow>=2.16' (or run on jax or torch: --backend, KERAS_BACKEND)"
+    if name == 'torch':  # PyPI's torch on Linux is the CUDA build, 3 GB
+        return f"{install_command('torch')} (on Linux without an NVIDIA GPU, its CPU build: see the Backends guide)"
+    return install_command(name)
+
+
 def one_line(error: BaseException) -> str:
     """``error`` as 'Kind: the first line of its message'."""
     lines = str(error).strip().splitlines()
@@ -175,7 +183,7 @@ def backend_error(name: str, origin: str, error: Exception) -> BackendError:
                    and own.name.partition('.')[0] in BACKEND_PACKAGES[name])
         if missing:
             return BackendError(f"Keras' {name} backend{origin} is not installed ({one_line(own)}): "
-                                f'{BACKEND_INSTALLS[name]}')
+                                f'{backend_install(name)}')
         return BackendError(f"Keras' {name} backend{origin} is installed but cannot load ({one_line(own)}): "
                             f'reinstall it, pip install --force-reinstall --no-deps {" ".join(BACKEND_PACKAGES[name])}')
     return BackendError(f'Keras cannot load on its {name} backend{origin} ({one_line(error)}): '
