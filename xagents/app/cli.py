@@ -15,6 +15,7 @@ import xagents
 from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
 from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
+from xagents.app.named_networks import HELP as NETWORK_HELP, network_parameter, with_named_networks
 from xagents.utils.console import (BACKENDS, BackendError, CommandOutput, interrupted, load_keras,
                                    stop_in_order_on_signals, use_backend)
 from xagents.envs.presets import read_presets
@@ -118,6 +119,8 @@ def build_parser(command: str, agent: str | None, env_id: str | None = None) -> 
             return dataclasses.replace(flag, default=None, help=f'{flag.help} (default: per agent, see xagents '
                                                                 f'{command} AGENT)')
         flag = own.pop(flag.name, flag)
+        if network_parameter(flag.name):
+            flag = dataclasses.replace(flag, help=flag.help + NETWORK_HELP)
         if flag.name not in tuned:
             return flag
         return dataclasses.replace(flag, default=tuned[flag.name], help=f'{flag.help} [tuned for {env_id}]')
@@ -175,6 +178,7 @@ def run_agent(command: str, agent: str, argv: list[str]) -> None:
     prog, instance = f'xagents {command} {agent}', None
     stop_in_order_on_signals()  # a terminated run stops as on Ctrl-C
     try:
+        args = with_named_networks(args)  # --model module:Name, imported once Keras has loaded
         if weights and len(weights) == 1 and os.path.isdir(weights[0]):  # a saved agent: its own settings
             instance = agent_class(agent).load(weights[0], env_id, **args)
         else:

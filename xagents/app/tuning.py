@@ -60,6 +60,7 @@ from xagents.storage.checkpoints import NonFiniteError
 from xagents.utils.console import console_logging
 from xagents.storage.atomic import check_writable
 from xagents.envs.creation import close_envs, env_spec
+from xagents.app.named_networks import with_named_networks
 from xagents.app.search_space import SearchSpace, agent_name, flag_words, hyperparameter_flags, search_space
 from xagents.app.study import (HEARTBEAT_INTERVAL, PRUNERS, SAMPLERS, TARGET_ATTR, make_pruner, make_sampler, one_line,
                                open_storage, open_study)
@@ -428,7 +429,7 @@ def train_trial(agent: type | str, env_id: str, hyperparameters: Mapping[str, An
     if isinstance(agent, str):  # 'module:Class', as the parent sends it to a trial's process
         module, _, name = agent.partition(':')
         agent = getattr(importlib.import_module(module), name)
-    instance, run = agent.from_env(env_id, **hyperparameters), None
+    instance, run = agent.from_env(env_id, **with_named_networks(hyperparameters)), None
     try:
         for report in range(1, n_reports + 1):
             step = trial_steps * report // n_reports

@@ -434,3 +434,75 @@ def test_install_commands_name_this_xagents_extras_requirements():
     assert install_command('export') == ("pip install 'tf2onnx>=1.17' 'onnx>=1.23' 'onnxruntime>=1.32' "
                                          "'ai-edge-litert>=2.3'")
     assert 'xagents[' not in install_command('postgres') and 'psycopg2-binary' in install_command('postgres')
+
+
+MY_NETWORKS = '''
+import keras
+
+
+def dense():
+    """A CartPole Q-network, built on whichever backend runs; it leaves a file saying it was called."""
+    open('dense-called', 'w').close()
+    inputs = keras.Input((4,))
+    return keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Dense(16, activation='relu')(inputs)))
+
+
+class NeedsUnits:
+    def __init__(self, units):
+        self.units = units
+
+
+made = dense()
+'''
+
+
+@pytest.fixture
+def my_networks(workdir):
+    """A user's module of networks, my_networks.py, in the working directory (imported afresh by each test)."""
+    import importlib
+
+    (workdir / 'my_networks.py').write_text(MY_NETWORKS)
+    importlib.invalidate_caches()
+    sys.modules.pop('my_networks', None)
+    yield workdir
+    sys.modules.pop('my_networks', None)
+
+
+@pytest.mark.backends
+@pytest.mark.parametrize('given', ['my_networks:dense', 'my_networks.py:dense', 'my_networks:made'])
+def test_model_takes_a_network_of_yours_as_module_colon_name(my_networks, xagents_cli, given):
+    status, out, err = xagents_cli('train', 'dqn', '--env', 'CartPole-v1', '--model', given, '--max-steps', '200',
+                                   '--no-save', '--seed', '0')
+    assert status == 0, err
+    assert 'Maximum steps (200) reached' in out and os.path.exists('dense-called')
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['dqn', '--model', 'nowhere_networks:dense'], "cannot import 'nowhere_networks' for --model "
+                                                    "nowhere_networks:dense: ModuleNotFoundError"),
+    (['dqn', '--model', 'my_networks:absent'], 'my_networks has no absent for --model my_networks:absent'),
+    (['dqn', '--model', 'my_networks:NeedsUnits'], "--model my_networks:NeedsUnits: calling NeedsUnits() failed: "
+                                                   "TypeError"),
+    (['sac', '--env', 'Pendulum-v1', '--critic-model', 'my_networks:absent'], 'for --critic-model'),
+])
+def test_a_network_name_that_gives_no_network_is_one_line(my_networks, xagents_cli, argv, message):
+    env = [] if '--env' in argv else ['--env', 'CartPole-v1']
+    status, _, err = xagents_cli('train', *argv, *env, '--max-steps', '200')
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not os.path.exists('runs')  # refused before the run folder is made
+
+
+def test_network_flags_say_they_take_module_colon_name(xagents_cli):
+    status, out, _ = xagents_cli('train', 'sac')
+    help_of = {flag: ' '.join(out.split(f'\n  {flag} S')[1].split('\n  --')[0].split())
+               for flag in ('--actor-model', '--critic-model')}
+    assert status == 0 and all('module:Name, a network of yours' in text for text in help_of.values()), help_of
+
+
+def test_a_tune_trial_builds_a_network_named_as_module_colon_name(my_networks):
+    from xagents.app import tuning
+    from xagents.registry import agent_class
+
+    values = list(tuning.train_trial(agent_class('dqn'), 'CartPole-v1', {'model': 'my_networks:dense', 'seed': 0},
+                                     trial_steps=200, n_reports=1, eval_episodes=1))
+    assert len(values) == 1 and os.path.exists('dense-called')
