@@ -57,7 +57,8 @@ def run_benchmark_command(argv: list[str]) -> None:
         jobs = [benchmark.Job(agent, env, args.target, 100_000, 10_000) for agent in args.agents for env in args.envs]
     budget = args.max_steps
     jobs = [dataclasses.replace(job, steps=budget or job.steps, max_seeds=None if args.all_seeds else job.max_seeds,
-                                eval_frequency=args.eval_frequency or (max(1, budget // 10) if budget else job.eval_frequency))
+                                eval_frequency=args.eval_frequency
+                                or (max(1, budget // 10) if budget else job.eval_frequency))
             for job in jobs]
     from xagents.storage.atomic import check_writable
 
