@@ -234,6 +234,31 @@ def test_a_damaged_best_eval_score_is_one_line_and_touches_nothing(workdir, xage
             if os.path.isfile(path)} == before
 
 
+@pytest.mark.parametrize('cut', ['best-eval.json of no agent', 'best-eval/agent.json'])
+def test_a_best_eval_record_cut_mid_json_is_refused_on_resume_and_touches_nothing(workdir, xagents_cli, cut):
+    """Both are written whole (atomically), so one cut short is damage, refused in one line naming it: the score even
+    where best-eval holds no agent (a kill in its first save), and best-eval's manifest (it was saved over)."""
+    status, _, err = xagents_cli('train', 'ppo', *SMALL, '--max-steps', '256', '--save-dir', 'saves',
+                                 '--save-frequency', '128', '--eval-frequency', '128', '--eval-episodes', '1')
+    assert status == 0, err
+    path = 'saves/' + cut.split()[0]
+    if path == 'saves/best-eval.json':
+        shutil.rmtree('saves/best-eval')
+    record = open(path, 'rb').read()
+    with open(path, 'wb') as file:
+        file.write(record[:len(record) // 2])
+    before = {path: open(path, 'rb').read() for path in glob.glob('saves/**', recursive=True) if os.path.isfile(path)}
+    status, _, err = xagents_cli('train', 'ppo', *SMALL, '--max-steps', '128', '--save-dir', 'saves',
+                                 '--weights', 'saves/step-000000000256', '--eval-frequency', '128')
+    fix = ('delete it to let the next evaluation replace best-eval, however it scores' if path.endswith('.json') and
+           'best-eval/' not in path else 'load another save, or delete saves/best-eval and saves/best-eval.json to '
+           'let the next evaluation save both again')
+    assert status == 2 and re.fullmatch(rf'xagents train ppo: error: {path} is damaged: expected JSON, got [^;]+; '
+                                        rf'{fix}', one_line(err)), err
+    assert {path: open(path, 'rb').read() for path in glob.glob('saves/**', recursive=True)
+            if os.path.isfile(path)} == before
+
+
 def test_a_changed_byte_in_the_best_eval_score_is_one_line_on_resume_and_touches_nothing(workdir, xagents_cli):
     status, _, err = xagents_cli('train', 'ppo', *SMALL, '--max-steps', '256', '--save-dir', 'saves',
                                  '--save-frequency', '128', '--eval-frequency', '128', '--eval-episodes', '1')

@@ -21,7 +21,8 @@ import numpy as np
 from xagents.training.run import format_reward
 from xagents.storage.atomic import remove_stale_temporaries
 from xagents.storage.checkpoints import write_checkpoint
-from xagents.storage.saved import MANIFEST, STEP_SAVE, read_score, remove_interrupted_save, write_score
+from xagents.storage.saved import (MANIFEST, STEP_SAVE, read_manifest, read_score, remove_interrupted_save,
+                                   write_score)
 
 if TYPE_CHECKING:
     from xagents.training.run import Episode, Run
@@ -259,9 +260,16 @@ class Saves(Callback):
         self.quiet, self.due, self.best_eval, self.saved_step = quiet, 0, -np.inf, None
         self.score_path = os.path.join(directory, 'best-eval.json')  # best-eval's score, across runs
         # A resumed run replaces best-eval only with a better agent. Without best-eval's manifest (a kill
-        # in its first save), the score is of no agent.
-        if os.path.exists(self.score_path) and os.path.exists(os.path.join(directory, 'best-eval', MANIFEST)):
-            self.best_eval = read_score(self.score_path)
+        # in its first save), the score is of no agent; both are written whole, so either one damaged is refused.
+        score = read_score(self.score_path) if os.path.exists(self.score_path) else -np.inf
+        best = os.path.join(directory, 'best-eval')
+        if os.path.exists(os.path.join(best, MANIFEST)):
+            try:
+                read_manifest(best)
+            except ValueError as error:
+                raise ValueError(f'{error}, or delete {best} and {self.score_path} to let the next evaluation save '
+                                 'both again') from None
+            self.best_eval = score
 
     def on_start(self, run: Run) -> None:
         self.due, self.saved_step = run.steps + (self.frequency or 0), run.steps  # (what it was loaded from, if any)
