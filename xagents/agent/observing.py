@@ -125,11 +125,15 @@ class Observing:
         """
         keys = self.dict_observations
         if keys is not None:
+            if isinstance(observation, Mapping):
+                spaces = {key.name: key.space for key in keys.keys}
+                observation = {name: one_array(value, f'observation[{name!r}]', spaces[name]) if name in spaces
+                               else value for name, value in observation.items()}
             _, single = keys.batch_size(observation)
             batch = {name: np.asarray(value)[None] if single else np.asarray(value) for name, value in observation.items()}
             return keys.pack(batch), single
         space = self.observation_space
-        observations, states = np.asarray(observation), one_hot_size(space)
+        observations, states = one_array(observation, 'observations', space), one_hot_size(space)
         if states and np.issubdtype(observations.dtype, np.integer) and observations.ndim <= 1:
             outside = (observations < 0) | (observations >= states)
             if np.any(outside):
@@ -145,3 +149,14 @@ class Observing:
             raise ValueError(f'expected an observation shaped {space.shape} or a batch shaped (n, '
                              f'{", ".join(map(str, space.shape))}), got shape {observations.shape}')
         return (observations[None] if single else observations), single
+
+
+def one_array(value: Any, what: str, space: gym.Space) -> np.ndarray:
+    """``value`` as one array; a ragged nesting of lists (rows of different lengths) is refused in one line, with
+    the observations ``space`` takes."""
+    try:
+        return np.asarray(value)
+    except ValueError:  # NumPy's "inhomogeneous shape"
+        expected = f'shaped {space.shape}' if isinstance(space, gym.spaces.Box) else f'of {space}'
+        raise ObservationError(f'expected {what} of numbers {expected} (or a batch of them), got nested sequences of '
+                               'different lengths') from None

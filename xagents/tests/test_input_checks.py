@@ -420,6 +420,24 @@ def test_predict_names_a_discrete_value_out_of_range():
         box.predict(np.array(['a', 'b', 'c']))
 
 
+@pytest.mark.parametrize('kind', ['box', 'dict', 'discrete'])
+@pytest.mark.parametrize('bad', ['abc', np.array(['a', 'b', 'c']), ['1', '2', '3'], np.str_('3'), b'abc', {'x': 'a'},
+                                 1 + 2j, np.zeros(3, complex), [[1, 2], [3]], [None, None, None], object()],
+                         ids=['str', 'str-array', 'str-list', 'np-str', 'bytes', 'dict-of-str', 'complex',
+                              'complex-array', 'ragged', 'none', 'object'])
+def test_predict_on_text_or_what_is_no_array_of_numbers_is_one_line_value_error(kind, bad):
+    """Whatever predict is handed (text, bytes, complex numbers, rows of different lengths), the answer is one
+    ValueError saying what observations it takes, on the whole observation and on each key of a Dict one."""
+    env_kwargs = None if kind == 'box' else {'kind': kind}
+    agent = xagents.PPO(create_envs('InputObservation-v0', seed=0, env_kwargs=env_kwargs), seed=0, **settings('PPO'))
+    given = [bad] if kind != 'dict' else [bad, {'direction': bad, 'position': np.zeros(2, np.float32)},
+                                          {'direction': 1, 'position': bad}]
+    for observation in given:
+        with pytest.raises(ValueError, match='expected') as error:
+            agent.predict(observation)
+        assert '\n' not in str(error.value), error.value
+
+
 # ------------------------------------------------------------------------------------------------ action spaces
 def broken_multi_discrete() -> gym.spaces.MultiDiscrete:
     space = gym.spaces.MultiDiscrete([3, 2])

@@ -60,6 +60,10 @@ def test_python_arguments_follow_the_same_rules():
         create_envs('CartPole-v1', n_envs=0)
     for value in (0.99, 0, 1):
         check_value('gamma', value, 'float')  # the bounds themselves are allowed
+    with pytest.raises(ValueError, match=r'^expected lr to be a number, got \(1\+2j\)$'):  # was a TypeError
+        check_value('lr', 1 + 2j, 'float')
+    with pytest.raises(ValueError, match=r'^expected n_envs to be an integer, got 2j$'):
+        create_envs('CartPole-v1', n_envs=2j)
 
 
 @pytest.mark.parametrize('agent', sorted(AGENTS))

@@ -80,7 +80,7 @@ def check_value(name: str, value: Any, annotation: str = '') -> None:
 def _check_value(name: str, value: Any, annotation: str) -> None:
     if value is None and (not annotation or 'None' in annotation):
         return
-    number = isinstance(value, numbers.Number) and not isinstance(value, bool)
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)  # (not complex: no range to check)
     if _is(annotation, 'bool') and not _is(annotation, 'int', 'float') and not isinstance(value, bool):
         raise ValueError(f'expected {name} to be true or false, got {value!r}')
     if _is(annotation, 'int') and not _is(annotation, 'float') and not (
