@@ -188,8 +188,7 @@ def box_observations(space: gym.Space, result: CheckResult, where: str = '') -> 
                             f'{NATURE_CNN_SMALLEST}): the Nature CNN on values scaled to [0, 1], never normalised')
     elif is_grid(space):
         result.notes.append(f'observations{where} are a grid of values ({space.shape} uint8, {grid_why(space)}): '
-                            f'flattened, its values as they are, normalised by default (--normalize-observations); '
-                            f'pictures this small: --wrapper xagents.envs.observations:SmallPictures')
+                            f'flattened, its values as they are, normalised by default (--normalize-observations)')
     if is_image(space) or is_grid(space) or not np.issubdtype(space.dtype, np.floating):
         return
     low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
@@ -338,7 +337,7 @@ def run(env: gym.Env, result: CheckResult, steps: int, seed: int) -> None:
             check_observation(observation, observation_space, result, 'reset')
     for where, most in seen.items():
         if most >= INTENSITIES:
-            result.notes.append(f'observations{where} are read as a grid of ids, but values up to {most} came: if '
+            result.notes.append(f'observations{where} are read as a grid, but values up to {most} came: if '
                                 f'they are intensities (a small camera), read them as pictures with --wrapper '
                                 f'xagents.envs.observations:SmallPictures (wrapper=SmallPictures)')
             masks = read_masks(env, info, has_method, result, 'reset') if result.masks else None

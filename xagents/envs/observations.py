@@ -44,7 +44,7 @@ def is_grid(space: gym.Space) -> bool:
     its true maximum below 255 (``Box(0, 10, (7, 7, 3), np.uint8)``: a grid at any size), or declares 255 and is too
     small for the Nature CNN (MiniGrid's 7x7 ids, declared ``Box(0, 255)``). With PPO's defaults at 50,000 steps
     (benchmarks/small_images.py, 5 seeds) a 16x16 camera read as a grid still learns, more slowly (6.6 of 10 against
-    8.0 as a picture), while MiniGrid's ids read as pictures do not learn at all (0.00 against 0.93): so small images
+    7.9 as a picture), while MiniGrid's ids read as pictures do not learn at all (0.00 against 0.93): so small images
     are grids unless :class:`SmallPictures` reads them as pictures."""
     return (isinstance(space, gym.spaces.Box) and len(space.shape) == 3 and space.dtype == np.uint8
             and bool(np.all(space.low == 0)) and (bool(np.all(space.high < 255)) or is_image(space)

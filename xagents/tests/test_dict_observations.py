@@ -222,7 +222,7 @@ def test_check_env_says_a_small_grid_holding_intensities_may_be_pictures_and_how
     import xagents
 
     camera = xagents.check_env(CameraReach(), steps=20)
-    assert any(note.startswith("observations under 'camera' are read as a grid of ids, but values up to ") and
+    assert any(note.startswith("observations under 'camera' are read as a grid, but values up to ") and
                note.endswith('--wrapper xagents.envs.observations:SmallPictures (wrapper=SmallPictures)')
                for note in camera.notes), camera.notes
     for quiet in (xagents.check_env(GridOnly(), steps=20), xagents.check_env(SmallPictures(CameraReach()), steps=20)):
