@@ -4,7 +4,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import resource
+import shutil
 import signal
 import subprocess
 import time
@@ -368,8 +370,9 @@ def test_a_run_with_every_output_resumes_from_its_latest_save(xagents_cli, workd
     outputs = ['--checkpoints', 'w.tf', '--history-checkpoint', 'h.parquet', '--save-dir', 'sd', '--save-frequency', '1000']
     assert xagents_cli('train', 'ppo', *QUICK, *outputs)[0] == 0
     best = snapshot('w.tf')
-    status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'w.tf', *outputs)
-    assert status == 2 and 'save_dir sd holds the saves of another run: resume from one (--weights sd/step-...)' in err
+    status, _, err = xagents_cli('train', 'ppo', *QUICK, '--weights', 'w.tf', *outputs)  # its best weights, older
+    assert status == 2 and re.search(r'the weights loaded \(w.tf\) are at step [\d,]+, before sd/step-(\d+), the newest '
+                                     r'save of save_dir sd, .*: resume from that save \(--weights sd/step-\1\)', err), err
     status, _, err = xagents_cli('train', 'ppo', *QUICK, *outputs)
     assert status == 2 and 'history h.parquet exists: resume its run from a save of sd (--weights sd/step-...)' in err
     latest = sorted(name for name in os.listdir('sd') if name.startswith('step-'))[-1]
@@ -493,3 +496,29 @@ def test_playing_an_env_without_a_limit_stops_at_100000_steps_and_says_so(never_
     with within(300):
         assert play_episodes(agent, max_steps=30, episodes=2) == [(30.0, 30), (30.0, 30)]  # a cap given: no word
         assert play_episodes(agent) == [(100_000.0, 100_000)]
+
+
+def test_a_runs_final_weights_resume_into_its_own_save_dir_whose_newest_save_is_older(workdir, xagents_cli):
+    """The final weights (--checkpoints, step 1,280) go on from the run's newest save (step 1,024, its final save
+    lost): the same run, resumed at the weights' step; weights older than the newest save are refused, saying why."""
+    run = ['train', 'ppo', '--env', 'CartPole-v1', '--n-steps', '32', '--n-envs', '8', '--seed', '0', '--checkpoints',
+           'w.tf', '--history-checkpoint', 'h.parquet', '--save-dir', 'sd', '--save-frequency', '1024', '--quiet']
+    assert xagents_cli(*run, '--max-steps', '1280')[0] == 0
+    shutil.rmtree('sd/step-000000001280')
+    old = snapshot('w.tf')
+    assert read_checkpoint('w.tf').steps == 1280 and os.listdir('sd') == ['step-000000001024']
+    status, _, err = xagents_cli(*run, '--max-steps', '512', '--weights', 'w.tf')
+    assert status == 0, err
+    first, final = sorted(os.listdir('sd'))
+    assert first == 'step-000000001024' and int(final[5:]) > 1280  # resumed at the weights' step
+    assert read_history('h.parquet')['step'].is_monotonic_increasing
+    with open('old.tf', 'wb') as file:
+        file.write(old['w.tf'])
+    before = snapshot('w.tf', 'h.parquet')
+    status, _, err = xagents_cli(*[{'w.tf': 'w2.tf'}.get(arg, arg) for arg in run], '--max-steps', '512', '--weights',
+                                 'old.tf')
+    assert status == 2 and err == (
+        f'xagents train ppo: error: the weights loaded (old.tf) are at step 1,280, before sd/{final}, the newest save '
+        f'of save_dir sd, which would then hold saves out of order: resume from that save (--weights sd/{final}), or '
+        'choose another directory\n'), err
+    assert snapshot('w.tf', 'h.parquet') == before

@@ -19,6 +19,7 @@ from xagents.training.callbacks import (Callback, Checkpoints, Evaluation, Plate
 from xagents.training.run import Run
 from xagents.storage.atomic import check_writable, remove_stale_temporaries
 from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
+from xagents.storage.saved import latest_save, read_manifest
 from xagents.utils.console import console_logging, interruption_dropped, stop_if_interruption_dropped
 from xagents.envs.creation import env_settings
 from xagents.utils.extras import require, require_tensorflow
@@ -175,7 +176,40 @@ def saves_of_another_run(agent: BaseAgent, save_dir: str) -> bool:
     if not any(name.startswith('step-') or name.startswith('best-eval') for name in os.listdir(save_dir)):
         return False
     inside = os.path.realpath(save_dir) + os.sep
-    return not any(os.path.realpath(path).startswith(inside) for path in agent.weights_loaded)
+    if any(os.path.realpath(path).startswith(inside) for path in agent.weights_loaded):
+        return False
+    return not continues_saves(agent, save_dir)
+
+
+def continues_saves(agent: BaseAgent, save_dir: str) -> bool:
+    """Whether the weights ``agent`` was loaded from (a run's final ``--checkpoints``, written after its newest save)
+    go on from the newest save of ``save_dir``: the same agent, env and spaces, at its step or later.
+
+    Raises:
+        ValueError: they are of the same agent and env but older than that save, whose run they cannot go on.
+    """
+    newest = latest_save(save_dir)
+    if newest is None or not agent.weights_loaded:
+        return False
+    try:
+        manifest = read_manifest(newest)
+    except ValueError:  # a damaged save is no run's continuation
+        return False
+    if identity_words(manifest['identity']) != identity_words(agent.identity()):
+        return False
+    steps = [read_checkpoint(path).steps for path in agent.weights_loaded if os.path.isfile(path)]
+    if not steps or None in steps:
+        return False
+    if min(steps) < manifest['steps']:
+        raise ValueError(f'the weights loaded ({", ".join(agent.weights_loaded)}) are at step {min(steps):,}, '
+                         f'before {newest}, the newest save of save_dir {save_dir}, which would then hold saves out '
+                         f'of order: resume from that save (--weights {newest}), or choose another directory')
+    return True
+
+
+def identity_words(identity: dict) -> dict[str, str]:
+    """An identity (agent, env, spaces) as checkpoints record it: its values in words, those unknown left out."""
+    return {name: str(value) for name, value in identity.items() if value is not None}
 
 
 def check_finite_metrics(metrics: dict, steps: int) -> None:
