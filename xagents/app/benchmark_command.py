@@ -6,17 +6,18 @@ import argparse
 import dataclasses
 import os
 
-from xagents.app.cli import BACKEND_HELP, COMMANDS
-from xagents.app.flags import ArgumentParser, fail
+from xagents.app.flags import BACKEND_HELP, ArgumentParser, fail
 from xagents.registry import AGENTS
 from xagents.utils.console import BACKENDS, load_keras
+
+DESCRIPTION = 'train agents x envs x seeds in parallel processes and summarise them (tables, curves)'
 
 
 def run_benchmark_command(argv: list[str]) -> None:
     """Parse flags and run a benchmark (``xagents.app.benchmark``): a suite, or agents x envs with one target."""
     from xagents.app import benchmark
 
-    parser = ArgumentParser(prog='xagents benchmark', description=COMMANDS['benchmark'] + '.', allow_abbrev=False)
+    parser = ArgumentParser(prog='xagents benchmark', description=DESCRIPTION + '.', allow_abbrev=False)
     parser.add_argument('--suite', choices=list(benchmark.SUITES), help='a suite of agents, envs, targets and budgets')
     parser.add_argument('--backend', choices=BACKENDS, default=argparse.SUPPRESS, help=BACKEND_HELP)
     parser.add_argument('--agents', nargs='+', choices=list(AGENTS),

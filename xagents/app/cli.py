@@ -14,7 +14,8 @@ import sys
 import xagents
 from xagents.training.distributed import WorkerError
 from xagents.registry import AGENTS, agent_class, agent_cli, agent_package, location
-from xagents.app.flags import ArgumentParser, Flag, add_old_names, fail, flags_of
+from xagents.app.benchmark_command import DESCRIPTION as BENCHMARK_DESCRIPTION, run_benchmark_command
+from xagents.app.flags import BACKEND_HELP, ArgumentParser, Flag, add_old_names, fail, flags_of
 from xagents.app.named_networks import HELP as NETWORK_HELP, network_parameter, with_named_networks
 from xagents.utils.console import (BACKENDS, BackendError, CommandOutput, interrupted, load_keras,
                                    stop_in_order_on_signals, use_backend)
@@ -27,7 +28,7 @@ COMMANDS = {
     'export': 'write a trained policy as a standalone SavedModel, TFLite or ONNX model',
     'plot': 'plot mean reward against steps and time from history files',
     'tune': 'search hyperparameters with Optuna (a local study file, or a database shared by workers)',
-    'benchmark': 'train agents x envs x seeds in parallel processes and summarise them (tables, curves)',
+    'benchmark': BENCHMARK_DESCRIPTION,
     'check-env': 'check an environment: its spaces, the agents that take them, its action masks, random steps',
 }
 logger = logging.getLogger('xagents')
@@ -494,11 +495,6 @@ def main(argv: list[str] | None = None) -> None:
         fail('xagents: interrupted', 130)
 
 
-BACKEND_HELP = (f'the Keras backend to run on: {", ".join(BACKENDS[:-1])} or {BACKENDS[-1]} (default: KERAS_BACKEND\'s, '
-                'else tensorflow); '
-                'benchmark runs and tune trials use it too')
-
-
 def with_backend_chosen(command: str, argv: list[str]) -> list[str]:
     """``argv`` without its ``--backend NAME``, once that backend is chosen: before Keras loads, as
     ``KERAS_BACKEND`` chooses it (runs that a command starts in other processes inherit it)."""
@@ -538,8 +534,6 @@ def run_command(argv: list[str]) -> None:
     if command == 'tune':
         return run_tune(rest)
     if command == 'benchmark':
-        from xagents.app.benchmark_command import run_benchmark_command
-
         return run_benchmark_command(rest)
     if command == 'check-env':
         return run_check_env(rest)

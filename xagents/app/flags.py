@@ -14,10 +14,13 @@ import re
 import sys
 from typing import Any, Callable, Iterable
 
+from xagents.utils.console import BACKENDS
 from xagents.utils.names import SB3_VALUES, suggestion
 from xagents.app.signatures import StaticFunction
 from xagents.utils.validation import KEPT, RENAMED
 
+BACKEND_HELP = (f'the Keras backend to run on: {", ".join(BACKENDS[:-1])} or {BACKENDS[-1]} (default: KERAS_BACKEND\'s, '
+                "else keras.json's, else tensorflow); benchmark runs and tune trials use it too")
 # Parameters that take Python objects (envs, callbacks) have no flag.
 SKIPPED = {'self', 'envs', 'env_id', 'args', 'kwargs', 'callbacks'}
 

@@ -177,7 +177,12 @@ def backend_error(name: str, origin: str, error: Exception) -> BackendError:
         return BackendError("Keras is not installed: pip install 'keras>=3.10'")
     try:
         with native_stderr_silenced():
-            importlib.import_module(BACKEND_PACKAGES[name][0])
+            if name == 'jax':
+                importlib.import_module('jax')
+            elif name == 'torch':
+                importlib.import_module('torch')
+            else:
+                importlib.import_module('tensorflow')
     except Exception as own:  # whatever stops the backend's own import is the reason
         missing = (isinstance(own, ModuleNotFoundError) and own.name
                    and own.name.partition('.')[0] in BACKEND_PACKAGES[name])
