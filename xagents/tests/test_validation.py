@@ -90,6 +90,10 @@ def test_every_numeric_parameter_of_every_agent_has_a_kind(agent):
     (['tqc', *PENDULUM, '--n-critics', '1000', '--top-quantiles-to-drop-per-net', '0'], '--n-critics 1,000 with '),
     (['qrdqn', *CARTPOLE, '--n-quantiles', str(10 ** 5)], '--n-quantiles 100,000: a loss over 100,000 quantile '),
     (['qrdqn', *CARTPOLE, '--n-quantiles', str(10 ** 4), '--buffer-batch-size', '1000'], '--n-quantiles 10,000: '),
+    # One sample serves a round's gradient steps: refused before training, not as NumPy's error at the first update.
+    (['sac', *PENDULUM, '--gradient-steps', str(10 ** 8), '--buffer-initial-size', '256'],
+     '--gradient-steps 100,000,000 of --buffer-batch-size 256: a sample of 25,600,000,000 transitions needs '),
+    (['dqn', *CARTPOLE, '--gradient-steps', str(10 ** 9)], '--gradient-steps 1,000,000,000 of --buffer-batch-size '),
 ])
 def test_sizes_that_cannot_fit_in_memory_fail_fast_naming_the_memory_needed(xagents_cli, workdir, argv, message):
     from xagents.utils.memory import available_bytes

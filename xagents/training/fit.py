@@ -20,6 +20,7 @@ from xagents.training.run import Run
 from xagents.storage.atomic import check_writable, remove_stale_temporaries
 from xagents.storage.checkpoints import NonFiniteError, read_checkpoint
 from xagents.storage.saved import latest_save, read_manifest
+from xagents.utils.memory import check_fits
 from xagents.utils.console import console_logging, interruption_dropped, stop_if_interruption_dropped
 from xagents.envs.creation import env_settings
 from xagents.utils.extras import require, require_tensorflow
@@ -70,6 +71,13 @@ def train(agent: BaseAgent, settings: SimpleNamespace) -> Run:
 def check_settings(agent: BaseAgent, settings: SimpleNamespace) -> None:
     """Refuse settings that contradict each other or the agent, before anything is made."""
     name, roles = type(agent).__name__, agent.model_roles
+    per_transition = getattr(getattr(agent, 'buffer', None), 'bytes_per_transition', None)
+    if per_transition and hasattr(agent, 'gradient_steps'):  # one sample serves every gradient step of a round
+        sampled = agent.gradient_steps * agent.buffer_batch_size
+        # The transitions twice (sampled, then as tensors), and their indices (int64) a few times over.
+        check_fits(f'--gradient-steps {agent.gradient_steps:,} of --buffer-batch-size {agent.buffer_batch_size:,}: '
+                   f'a sample of {sampled:,} transitions', sampled * (2 * per_transition + 32),
+                   'lower --gradient-steps or --buffer-batch-size')
     if settings.stop_on == 'eval' and not settings.eval_frequency:
         raise ValueError('stop_on eval needs an eval_frequency')
     if settings.eval_frequency and not (env_settings(agent.envs) or {}).get('env_id'):
