@@ -142,6 +142,7 @@ def value_and_grad(loss: Callable, variables: Sequence[keras.Variable]):
 
     (value, (aux, other_values)), gradients = jax.value_and_grad(pure, has_aux=True)(
         [variable.value for variable in variables], [variable.value for variable in others])
+    _update(others, other_values)
     return (value, aux), gradients
 
 
