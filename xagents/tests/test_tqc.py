@@ -59,6 +59,16 @@ def test_tqc_weighs_each_sample_s_quantile_loss_by_its_importance_weight():
     np.testing.assert_allclose(td_errors, TD_ERRORS, rtol=1e-5)
 
 
+def numpy_tqc_targets(batch, actor_kernel, actor_bias, kernels, dropped):
+    """TQC's targets (entropy dropped): the linear critics' ``kernels`` quantiles at (s', tanh(s' W + b)), pooled per
+    sample, sorted, the N d largest dropped, then r + discount * each kept one: ``(batch, N (M - d))``."""
+    _, _, r, s_next, discounts, _ = (np.asarray(column, np.float64) for column in batch)
+    a_next = np.tanh(s_next @ actor_kernel + actor_bias)
+    pooled = np.concatenate([np.hstack([s_next, a_next]) @ kernel for kernel in kernels], axis=1)
+    kept = np.sort(pooled, axis=1)[:, :len(kernels) * (kernels[0].shape[1] - dropped)]
+    return r[:, None] + discounts[:, None] * kept
+
+
 def numpy_tqc_update(batch, actor_kernel, actor_bias, critic_kernels, dropped):
     """TQC's update from the paper's equations (Kuznetsov et al. 2020, eqs. 10-12) in NumPy, for a deterministic
     policy a = tanh(s W + b) and linear critics Z_n(s, a) = (s, a) K_n (the entropy terms dropped): the critics'
@@ -66,10 +76,7 @@ def numpy_tqc_update(batch, actor_kernel, actor_bias, critic_kernels, dropped):
     summed over its M quantiles and averaged over the kept targets, weighted per sample and summed over critics."""
     s, a, r, s_next, discounts, weights = (np.asarray(column, np.float64) for column in batch)
     n_quantiles = critic_kernels[0].shape[1]
-    a_next = np.tanh(s_next @ actor_kernel + actor_bias)
-    pooled = np.concatenate([np.hstack([s_next, a_next]) @ kernel for kernel in critic_kernels], axis=1)
-    kept = np.sort(pooled, axis=1)[:, :len(critic_kernels) * (n_quantiles - dropped)]
-    targets = r[:, None] + discounts[:, None] * kept
+    targets = numpy_tqc_targets(batch, actor_kernel, actor_bias, critic_kernels, dropped)
     fractions = (np.arange(n_quantiles) + 0.5) / n_quantiles
     current = [np.hstack([s, a]) @ kernel for kernel in critic_kernels]
     critic_loss = 0.0
@@ -90,10 +97,7 @@ def numpy_tqc_critic_gradients(batch, actor_kernel, actor_bias, critic_kernels, 
     the loss's gradient at theta_n^m(s_b, a_b) is w_b / B mean_j of it, and no gradient reaches the targets."""
     s, a, r, s_next, discounts, weights = (np.asarray(column, np.float64) for column in batch)
     n_quantiles = critic_kernels[0].shape[1]
-    a_next = np.tanh(s_next @ actor_kernel + actor_bias)
-    pooled = np.concatenate([np.hstack([s_next, a_next]) @ kernel for kernel in target_kernels], axis=1)
-    kept = np.sort(pooled, axis=1)[:, :len(target_kernels) * (n_quantiles - dropped)]
-    targets = r[:, None] + discounts[:, None] * kept
+    targets = numpy_tqc_targets(batch, actor_kernel, actor_bias, target_kernels, dropped)
     fractions = (np.arange(n_quantiles) + 0.5) / n_quantiles
     inputs = np.hstack([s, a])
     gradients = []
