@@ -347,3 +347,14 @@ print(run.mean_reward, agent.steps, 'tensorflow' in sys.modules)
     assert result.returncode == 0, result.stderr[-3000:]
     reward, steps, imported = result.stdout.split()[-3:]
     assert float(reward) >= 200 and int(steps) <= 60_000 and imported == 'False', result.stdout
+
+
+def test_no_page_resumes_with_max_steps_counted_from_step_0_without_total():
+    # fit(max_steps=N) trains N more steps: the guide's `again.fit(max_steps=again.steps + 5_000)` trained 25,344
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / 'docs'
+    found = [(page.name, line) for page in docs.rglob('*.md') for line in page.read_text().splitlines()
+             if re.search(r'max_steps=\w+\.steps\s*\+', line) and 'total=True' not in line]
+    assert not found, found
