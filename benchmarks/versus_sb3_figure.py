@@ -62,7 +62,8 @@ def draw(rows: list[dict], output: str) -> None:
                         else 'seconds, whole process from launch to exit (lower is better)')
         axis.set_xlim(0, max(max(row['xagents'] + row['sb3']) for row in panel) * 1.3)
     axes[0, 0].legend(loc='upper right', fontsize=8)
-    axes[0, 0].set_title('xagents beside Stable-Baselines3: same settings, 2-core CPU\n'
+    axes[0, 0].set_title('xagents beside Stable-Baselines3, 2-core CPU: the same settings, but each its own preset for\n'
+                         'PPO CartPole and SAC Pendulum '
                          '(bars: medians; dots: seeds 0, 1, 2)', fontsize=10)
     figure.tight_layout()
     figure.savefig(output, dpi=110)
